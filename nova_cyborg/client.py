@@ -1,0 +1,288 @@
+"""The one Cyborg v2 client of nova-cyborg.
+
+It keeps the method names and return shapes of Nova's own
+``nova.accelerator.cyborg._CyborgClient`` so that every Nova call site
+(conductor, compute manager, compute utils, API) works unchanged once
+``nova.accelerator.cyborg.get_client`` is routed here, and it differs in
+what matters:
+
+* every failure raises an exception that names the operation, the HTTP
+  status and Cyborg's own message; nothing is swallowed or logged twice;
+* binding, unbinding and deleting carry a service token, and a missing
+  ``[service_user]`` configuration is reported as such rather than as
+  Cyborg's 403;
+* deleting by UUID tolerates ARQs that are already gone, so cleanup is
+  idempotent;
+* ``get_arqs_for_instance`` returns an empty list for an instance that has
+  none instead of raising, so cleanup paths never fail on it.
+
+The endpoint, timeouts and retries come from Nova's ``[cyborg]`` group
+(keystoneauth adapter and session options).
+"""
+
+import threading
+
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_log import log as logging
+
+import nova.conf
+from nova import service_auth
+from nova import utils as nova_utils
+
+from nova_cyborg import conf as nc_conf  # noqa: F401 (registers options)
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+from nova_cyborg import request_groups
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+
+DEVICE_PROFILE_URL = '/device_profiles'
+ARQ_URL = '/accelerator_requests'
+
+#: ARQ states in which Cyborg has finished binding, one way or the other.
+RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
+
+_SESSION = None
+_SESSION_LOCK = threading.Lock()
+
+
+def _get_session():
+    """Return the keystoneauth session shared by all clients.
+
+    The session holds the connection pool; the auth plugin is per request
+    context and is given to each adapter instead.
+    """
+    global _SESSION
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            _SESSION = ks_loading.load_session_from_conf_options(
+                CONF, nova.conf.cyborg.CYBORG_GROUP)
+        return _SESSION
+
+
+def get_client(context):
+    return CyborgClient(context)
+
+
+def _error_text(resp):
+    """Return Cyborg's error message from a response, bounded in size."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:500]
+    if isinstance(body, dict):
+        for key in ('error_message', 'faultstring', 'message', 'title'):
+            if key in body:
+                return str(body[key])[:500]
+    return str(body)[:500]
+
+
+class CyborgClient(object):
+    """Cyborg v2 REST client bound to one request context."""
+
+    def __init__(self, context):
+        self._context = context
+        self._adapter = None
+
+    @property
+    def _client(self):
+        # Built lazily: creating a client must not contact Cyborg, so
+        # instances without accelerators never need Cyborg to be reachable.
+        if self._adapter is None:
+            auth = service_auth.get_service_user_token_auth_plugin(
+                self._context)
+            self._adapter = nova_utils.get_ksa_adapter(
+                'accelerator', ksa_auth=auth, ksa_session=_get_session())
+        return self._adapter
+
+    def _require_service_token(self, op):
+        if (CONF.nova_cyborg.require_service_token and
+                not CONF.service_user.send_service_user_token):
+            raise exception.CyborgError(op=op, msg=_(
+                'Cyborg requires a service token to %s accelerator requests '
+                'of an instance; set [service_user] send_service_user_token '
+                'and its credentials in nova.conf') % op)
+
+    def _call(self, op, method, url, expected, **kwargs):
+        """Call Cyborg and return the response if its status is expected.
+
+        :raises: CyborgError naming ``op``, on a connection failure or an
+            unexpected status.
+        """
+        try:
+            resp = getattr(self._client, method)(url, **kwargs)
+        except ks_exc.ClientException as e:
+            raise exception.CyborgError(
+                op=op, msg=_('could not reach Cyborg: %s') % e)
+        if resp.status_code not in expected:
+            raise exception.CyborgError(op=op, status=resp.status_code,
+                                        msg=_(
+                'Cyborg answered HTTP %(status)s to %(method)s %(url)s: '
+                '%(error)s') % {'status': resp.status_code,
+                                'method': method.upper(), 'url': url,
+                                'error': _error_text(resp)})
+        return resp
+
+    @staticmethod
+    def _json_list(op, resp, key):
+        try:
+            value = resp.json().get(key)
+        except (ValueError, AttributeError):
+            value = None
+        if not isinstance(value, list):
+            raise exception.CyborgError(op=op, msg=_(
+                'Cyborg sent no "%s" list in its answer') % key)
+        return value
+
+    # Device profiles
+
+    def get_device_profile_groups(self, dp_name):
+        """Return the request groups of the device profile named dp_name.
+
+        :raises: DeviceProfileError if the profile is missing or ambiguous,
+            or Cyborg cannot be asked.
+        """
+        try:
+            resp = self._call(_('get'), 'get', DEVICE_PROFILE_URL, (200,),
+                              params={'name': dp_name})
+            profiles = self._json_list(_('get'), resp, 'device_profiles')
+        except exception.CyborgError as e:
+            raise exception.DeviceProfileError(name=dp_name,
+                                               msg=e.format_message())
+        # Cyborg filters by name, but never trust that it did.
+        profiles = [p for p in profiles
+                    if isinstance(p, dict) and p.get('name') == dp_name]
+        if not profiles:
+            raise exception.DeviceProfileError(
+                name=dp_name, msg=_('no such device profile in Cyborg'))
+        if len(profiles) > 1:
+            raise exception.DeviceProfileError(name=dp_name, msg=_(
+                'Cyborg has %d device profiles with this name') %
+                len(profiles))
+        return profiles[0].get('groups')
+
+    def get_device_request_groups(self, dp_groups, owner):
+        return request_groups.build_request_groups(dp_groups, owner)
+
+    # ARQ creation and binding
+
+    def create_arqs(self, dp_name):
+        """Create the ARQs of one device profile; return them."""
+        LOG.info('Creating ARQs for device profile %s', dp_name)
+        resp = self._call(_('create'), 'post', ARQ_URL, (200, 201),
+                          json={'device_profile_name': dp_name})
+        arqs = self._json_list(_('create'), resp, 'arqs')
+        if not arqs:
+            raise exception.CyborgError(op=_('create'), msg=_(
+                'Cyborg created no accelerator request for device profile '
+                '%s') % dp_name)
+        return arqs
+
+    def create_arqs_and_match_resource_providers(self, dp_name, rg_rp_map):
+        """Create ARQs and set each one's ``device_rp_uuid`` from the map.
+
+        :param rg_rp_map: {requester_id: [resource provider uuid]}, from
+            ``RequestSpec.get_request_group_mapping()``.
+        :raises: AcceleratorRequestBindingFailed (with the created ARQs, so
+            that the caller deletes them) if a group has no provider.
+        """
+        arqs = self.create_arqs(dp_name)
+        try:
+            for arq in arqs:
+                arq['device_rp_uuid'] = self.get_arq_device_rp_uuid(
+                    arq, rg_rp_map, None)
+        except exception.ProviderMappingError as e:
+            raise exception.AcceleratorRequestBindingFailed(
+                arqs=[arq.get('uuid') for arq in arqs],
+                msg=e.format_message())
+        return arqs
+
+    def get_arq_device_rp_uuid(self, arq, rg_rp_map, owner):
+        """Return the provider the scheduler allocated for the ARQ's group."""
+        group_id = arq.get('device_profile_group_id')
+        requester_id = request_groups.requester_id(group_id, owner)
+        providers = (rg_rp_map or {}).get(requester_id)
+        if not providers or len(providers) != 1:
+            raise exception.ProviderMappingError(
+                group=requester_id, name=arq.get('device_profile_name'))
+        return providers[0]
+
+    def bind_arqs(self, bindings):
+        """Ask Cyborg to bind ARQs; binding completes asynchronously.
+
+        :param bindings: {arq_uuid: {"hostname", "device_rp_uuid",
+            "instance_uuid"}}
+        :raises: AcceleratorRequestBindingFailed listing every ARQ.
+        """
+        patch = {
+            arq_uuid: [{'path': '/' + field, 'op': 'add', 'value': value}
+                       for field, value in sorted(binding.items())]
+            for arq_uuid, binding in bindings.items()}
+        LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
+        try:
+            self._require_service_token(_('bind'))
+            self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch)
+        except exception.CyborgError as e:
+            raise exception.AcceleratorRequestBindingFailed(
+                arqs=list(bindings), msg=e.format_message())
+
+    # Queries
+
+    def get_arqs_for_instance(self, instance_uuid, only_resolved=False):
+        """Return the instance's ARQs (only resolved ones if asked).
+
+        An instance without ARQs gets an empty list.
+        """
+        resp = self._call(_('get'), 'get', ARQ_URL, (200,),
+                          params={'instance': instance_uuid})
+        arqs = self._json_list(_('get'), resp, 'arqs')
+        if only_resolved:
+            arqs = [arq for arq in arqs if arq.get('state') in RESOLVED_STATES]
+        return arqs
+
+    def get_arq_by_uuid(self, arq_uuid):
+        resp = self._call(_('get'), 'get', '%s/%s' % (ARQ_URL, arq_uuid),
+                          (200,))
+        return resp.json()
+
+    def get_arq_uuids_for_instance(self, instance):
+        return [arq['uuid']
+                for arq in self.get_arqs_for_instance(instance.uuid)]
+
+    # Deletion
+
+    def delete_arqs_for_instance(self, instance_uuid):
+        """Unbind and delete every ARQ of the instance (idempotent)."""
+        self._require_service_token(_('delete'))
+        self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                   params={'instance': instance_uuid})
+
+    def delete_arqs_by_uuid(self, arq_uuids):
+        """Delete the given ARQs, tolerating those already gone.
+
+        Used on failure paths before the ARQs were bound to an instance.
+        Cyborg answers 404 for the whole call if one ARQ is missing; the
+        others are deleted one by one then, so none is left behind.
+        Failures are logged, not raised: cleanup must not mask the error
+        that caused it.
+        """
+        arq_uuids = [u for u in (arq_uuids or []) if u]
+        if not arq_uuids:
+            return
+        try:
+            self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                       params={'arqs': ','.join(arq_uuids)})
+            return
+        except exception.CyborgError as e:
+            if len(arq_uuids) == 1 and e.status == 404:
+                return
+            LOG.info('Deleting ARQs %s together failed (%s); deleting them '
+                     'one by one', ','.join(arq_uuids), e)
+        for arq_uuid in arq_uuids:
+            try:
+                self._call(_('delete'), 'delete', ARQ_URL, (204, 404),
+                           params={'arqs': arq_uuid})
+            except exception.CyborgError as e:
+                LOG.error('Failed to delete ARQ %s: %s', arq_uuid, e)

@@ -1,0 +1,126 @@
+"""Compute side: wait until the instance's ARQs are bound, then check them.
+
+Routed from ``ComputeManager._get_bound_arq_resources``. The conductor
+started the binding; Cyborg sends ``accelerator-request-bound`` events when
+it finishes, possibly before this code starts waiting, so the ARQs that are
+already resolved end the wait early.
+
+Unlike upstream, after the wait every ARQ is read again and must be
+``Bound`` (a BindFailed ARQ seen through the early exit is refused too) and
+must carry an attach handle that passes strict validation; otherwise the
+build fails with a fault that names the ARQ and the reason.
+"""
+
+from oslo_log import log as logging
+
+import nova.conf
+from nova import exception as nova_exception
+
+from nova_cyborg import client as nc_client
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+from nova_cyborg.objects import accelerator_request
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+
+EVENT_NAME = 'accelerator-request-bound'
+
+
+def _on_failed_event(event_name, instance):
+    """Called by Nova when a bind event arrives with status ``failed``."""
+    arq_uuid = event_name[len(EVENT_NAME) + 1:]
+    raise exception.AcceleratorRequestNotBound(arq=arq_uuid,
+                                               state='BindFailed')
+
+
+def _wait(virtapi, cyclient, instance, arq_uuids):
+    events = [(EVENT_NAME, arq_uuid) for arq_uuid in arq_uuids]
+    with virtapi.wait_for_instance_event(
+            instance, events, timeout=CONF.arq_binding_timeout,
+            error_callback=_on_failed_event):
+        resolved = cyclient.get_arqs_for_instance(instance.uuid,
+                                                  only_resolved=True)
+        # Events for ARQs resolved before we started waiting are lost.
+        early = [(EVENT_NAME, arq['uuid']) for arq in resolved
+                 if arq.get('uuid') in arq_uuids]
+        if early:
+            virtapi.exit_wait_early(early)
+
+
+def check_bound(arqs, arq_uuids):
+    """Return the ARQs named by arq_uuids if each is Bound and valid.
+
+    :raises: AcceleratorRequestNotBound, InvalidAttachHandle
+    """
+    allowed = set(CONF.nova_cyborg.allowed_attach_types)
+    by_uuid = {arq.get('uuid'): arq for arq in arqs if isinstance(arq, dict)}
+    result = []
+    for arq_uuid in arq_uuids:
+        arq = by_uuid.get(arq_uuid)
+        if arq is None:
+            raise exception.AcceleratorRequestNotBound(arq=arq_uuid,
+                                                       state='missing')
+        if arq.get('state') != 'Bound':
+            raise exception.AcceleratorRequestNotBound(
+                arq=arq_uuid, state=str(arq.get('state'))[:32])
+        accelerator_request.AcceleratorRequest.from_cyborg(arq)
+        if arq.get('attach_handle_type') not in allowed:
+            raise exception.InvalidAttachHandle(arq=arq_uuid, reason=_(
+                'attach handle type %(type)r is not one of %(allowed)s') % {
+                    'type': str(arq.get('attach_handle_type'))[:32],
+                    'allowed': ', '.join(sorted(allowed))})
+        result.append(arq)
+    return result
+
+
+def get_bound_arqs(virtapi, context, instance, arq_uuids):
+    """Wait for the binding of the instance's ARQs; return them, checked.
+
+    :param arq_uuids: the ARQs the conductor bound, or None for all the
+        instance's ARQs.
+    :returns: the ARQ dicts, each Bound with a validated attach handle.
+    :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
+        InvalidAttachHandle, CyborgError
+    """
+    cyclient = nc_client.get_client(context)
+    if arq_uuids is None:
+        arq_uuids = [arq['uuid'] for arq in
+                     cyclient.get_arqs_for_instance(instance.uuid)]
+    if not arq_uuids:
+        return []
+    _wait(virtapi, cyclient, instance, arq_uuids)
+    arqs = check_bound(cyclient.get_arqs_for_instance(instance.uuid),
+                       arq_uuids)
+    LOG.info('Accelerator requests %s are bound', ','.join(arq_uuids),
+             instance=instance)
+    return arqs
+
+
+def build_fault_message(exc):
+    """The reason a build failed while getting its accelerators."""
+    if isinstance(exc, nova_exception.InstanceEventTimeout):
+        return _('Timed out after %d seconds waiting for Cyborg to bind the '
+                 'accelerator requests') % CONF.arq_binding_timeout
+    if isinstance(exc, nova_exception.NovaException):
+        return _('Failure getting accelerator requests: %s') % (
+            exc.format_message())
+    return _('Failure getting accelerator requests: %s') % (
+        str(exc)[:500] or type(exc).__name__)
+
+
+def build_failure(instance, exc):
+    """The exception a build raises when its accelerators failed.
+
+    Called after the instance's ARQs were deleted. A bind that Cyborg
+    failed on this host (no free attach handle, programming failed) may
+    succeed elsewhere, so it reschedules; anything else (timeout, hostile
+    attach handle, Cyborg unreachable) aborts the build with a fault that
+    says why.
+    """
+    msg = build_fault_message(exc)
+    if (isinstance(exc, exception.AcceleratorRequestNotBound) and
+            exc.kwargs.get('state') == 'BindFailed'):
+        return nova_exception.ComputeResourcesUnavailable(reason=msg)
+    return nova_exception.BuildAbortException(reason=msg,
+                                              instance_uuid=instance.uuid)

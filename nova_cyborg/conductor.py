@@ -1,0 +1,102 @@
+"""Conductor side: create the instance's ARQs and start binding them.
+
+Routed from ``ComputeTaskManager._create_and_bind_arq_for_instance``, which
+every conductor path that places an instance on a host calls (initial
+build, reschedule, unshelve, evacuate). The binding itself completes
+asynchronously in Cyborg, which then sends Nova the
+``accelerator-request-bound`` event that the compute manager waits for.
+
+Unlike upstream, a failure at any step (creating, mapping a group to its
+provider, binding) deletes every ARQ created so far before raising, so no
+caller has to know which ARQs exist, and the error says which step failed.
+"""
+
+from oslo_log import log as logging
+
+from nova_cyborg import client as nc_client
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+
+LOG = logging.getLogger(__name__)
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+
+
+def _binding(hostname, rp_uuid, instance_uuid):
+    return {'hostname': hostname, 'device_rp_uuid': rp_uuid,
+            'instance_uuid': instance_uuid}
+
+
+def _flavor_bindings(cyclient, instance, hostname, mapping, created):
+    dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
+    if not dp_name:
+        return {}
+    arqs = cyclient.create_arqs(dp_name)
+    created.extend(arq.get('uuid') for arq in arqs)
+    return {arq['uuid']: _binding(
+                hostname, cyclient.get_arq_device_rp_uuid(arq, mapping, None),
+                instance.uuid)
+            for arq in arqs}
+
+
+def _port_bindings(cyclient, instance, hostname, mapping, requested_networks,
+                   created):
+    bindings = {}
+    for request_net in requested_networks or []:
+        if not (request_net.port_id and request_net.device_profile):
+            continue
+        arqs = cyclient.create_arqs(request_net.device_profile)
+        created.extend(arq.get('uuid') for arq in arqs)
+        if len(arqs) != 1:
+            raise exception.CyborgError(op=_('create'), msg=_(
+                'device profile %(dp)s of port %(port)s asks for %(n)d '
+                'devices; a port takes exactly one') % {
+                    'dp': request_net.device_profile,
+                    'port': request_net.port_id, 'n': len(arqs)})
+        arq = arqs[0]
+        request_net.arq_uuid = arq['uuid']
+        bindings[arq['uuid']] = _binding(
+            hostname,
+            cyclient.get_arq_device_rp_uuid(arq, mapping,
+                                            request_net.port_id),
+            instance.uuid)
+    return bindings
+
+
+def create_and_bind_arqs(context, instance, hostname, request_spec,
+                         requested_networks=None):
+    """Create the instance's ARQs, map them to providers, start binding.
+
+    :param hostname: the selected node's name, as Cyborg knows the host.
+    :param request_spec: carries the request group -> provider mapping that
+        the scheduler's allocation produced.
+    :returns: the UUIDs of the ARQs whose binding was started.
+    :raises: AcceleratorRequestBindingFailed, after deleting every ARQ
+        created here.
+    """
+    dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
+    ports = [net for net in requested_networks or []
+             if net.port_id and net.device_profile]
+    if not dp_name and not ports:
+        return []
+    cyclient = nc_client.get_client(context)
+    mapping = request_spec.get_request_group_mapping()
+    created = []
+    try:
+        bindings = _flavor_bindings(cyclient, instance, hostname, mapping,
+                                    created)
+        bindings.update(_port_bindings(cyclient, instance, hostname, mapping,
+                                       ports, created))
+        cyclient.bind_arqs(bindings)
+    except Exception as e:
+        msg = (e.format_message() if hasattr(e, 'format_message')
+               else str(e))
+        LOG.error('Creating or binding accelerator requests on %(host)s '
+                  'failed; deleting ARQs %(arqs)s: %(err)s',
+                  {'host': hostname, 'arqs': ','.join(created), 'err': msg},
+                  instance=instance)
+        cyclient.delete_arqs_by_uuid(created)
+        raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=msg)
+    LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,
+             instance=instance)
+    return list(bindings)

@@ -1,0 +1,68 @@
+"""Options of the ``[nova_cyborg]`` group."""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'nova_cyborg',
+    title='nova-cyborg options',
+    help="""
+Options for the nova-cyborg extension, which ties Nova to Cyborg for servers
+whose flavor carries ``accel:device_profile``. How nova-cyborg reaches Cyborg
+(endpoint, timeouts, connect and status-code retries) is configured in Nova's
+own ``[cyborg]`` group; the service token it sends with binding and deletion
+requests comes from Nova's ``[service_user]`` group.
+""")
+
+ATTACH_TYPES = ('PCI', 'MDEV')
+
+OPTS = [
+    cfg.ListOpt(
+        'allowed_attach_types',
+        default=list(ATTACH_TYPES),
+        item_type=cfg.types.String(choices=ATTACH_TYPES),
+        help="""
+Attach handle types that nova-cyborg passes through to an instance.
+
+``PCI`` passes a whole PCI function (a PF or a VF) through as a libvirt
+``<hostdev>``; ``MDEV`` creates the mediated device named by the attach
+handle and passes it through. A bound accelerator request whose attach handle
+type is not listed fails the build with a clear fault instead of being
+silently ignored.
+"""),
+    cfg.IntOpt(
+        'max_accelerators_per_instance',
+        default=16,
+        min=1,
+        help="""
+Upper bound on the number of accelerators one instance may request.
+
+The sum of all ``resources:*`` amounts over the groups of a device profile
+must not exceed this value; a larger profile is refused at the API with
+HTTP 400, before anything is scheduled or created in Cyborg.
+"""),
+    cfg.BoolOpt(
+        'require_service_token',
+        default=True,
+        help="""
+Refuse to bind or delete accelerator requests without a service token.
+
+Cyborg only lets a request that carries a service token bind, unbind or
+delete an accelerator request that belongs to an instance. When this is true
+and ``[service_user] send_service_user_token`` is false, nova-cyborg fails
+those calls with a clear error that names the missing configuration instead
+of letting Cyborg answer 403.
+
+Related options:
+
+* ``[service_user] send_service_user_token``
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return {GROUP: OPTS}

@@ -1,0 +1,64 @@
+"""Exceptions raised by nova_cyborg.
+
+Every exception derives from the Nova exception that Nova's own code paths
+already handle at the same place, so that routing a call into nova_cyborg
+never changes how Nova reacts to a failure (HTTP 400 at the API, reschedule
+in the conductor, BuildAbortException in the compute manager); only the
+message gets more precise.
+"""
+
+from nova import exception as nova_exception
+
+from nova_cyborg.i18n import _
+
+
+class CyborgError(nova_exception.AcceleratorRequestOpFailed):
+    """Cyborg could not be reached or gave an unusable answer."""
+
+    msg_fmt = _("Failed to %(op)s accelerator requests: %(msg)s")
+
+    @property
+    def status(self):
+        """The HTTP status Cyborg answered, or None if it was not reached."""
+        return self.kwargs.get('status')
+
+
+class DeviceProfileError(nova_exception.DeviceProfileError):
+    """A device profile is missing, ambiguous or malformed.
+
+    Nova's API turns this into HTTP 400, so the user sees the message.
+    """
+
+    msg_fmt = _("Device profile %(name)s: %(msg)s")
+
+
+class InvalidAttachHandle(nova_exception.AcceleratorRequestOpFailed):
+    """Cyborg returned an attach handle that fails validation.
+
+    attach_handle_info is untrusted input: nothing that fails validation
+    may reach the domain XML or sysfs.
+    """
+
+    msg_fmt = _("Accelerator request %(arq)s has an invalid attach handle: "
+                "%(reason)s")
+
+
+class AcceleratorRequestNotBound(nova_exception.AcceleratorRequestOpFailed):
+    """An ARQ the instance needs is not in the Bound state."""
+
+    msg_fmt = _("Accelerator request %(arq)s is %(state)s, not Bound")
+
+
+class ProviderMappingError(nova_exception.AcceleratorRequestOpFailed):
+    """No resource provider is known for a device profile group."""
+
+    msg_fmt = _("No resource provider was allocated for request group "
+                "%(group)s of device profile %(name)s")
+
+
+class AcceleratorRequestBindingFailed(
+        nova_exception.AcceleratorRequestBindingFailed):
+    """Creating or binding ARQs failed; ``arqs`` lists what was created.
+
+    The conductor deletes ``arqs`` and reschedules the instance.
+    """

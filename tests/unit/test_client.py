@@ -1,0 +1,240 @@
+"""The Cyborg v2 client, against HTTP answers recorded by requests-mock."""
+
+from keystoneauth1 import loading as ks_loading
+from nova import context as nova_context
+from nova import service_auth
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+from requests_mock.contrib import fixture as rm_fixture
+
+from nova_cyborg import client
+from nova_cyborg import exception
+
+ENDPOINT = 'http://cyborg.test/accelerator/v2'
+ARQS = ENDPOINT + '/accelerator_requests'
+PROFILES = ENDPOINT + '/device_profiles'
+
+
+def _arq(uuid, group=0, state='Initial', **kw):
+    arq = {'uuid': uuid, 'state': state, 'device_profile_name': 'dp1',
+           'device_profile_group_id': group, 'hostname': None,
+           'device_rp_uuid': None, 'instance_uuid': None,
+           'attach_handle_type': '', 'attach_handle_info': {}}
+    arq.update(kw)
+    return arq
+
+
+class ClientTestBase(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(endpoint_override=ENDPOINT, group='cyborg')
+        self.flags(status_code_retries=0, group='cyborg')
+        self.useFixture(test.fixtures.MonkeyPatch(
+            'nova_cyborg.client._SESSION', None))
+        service_auth.reset_globals()
+        self.addCleanup(service_auth.reset_globals)
+        self.requests = self.useFixture(rm_fixture.Fixture())
+        self.context = nova_context.RequestContext(
+            'user', 'project', auth_token='user-token')
+        self.client = client.get_client(self.context)
+
+    def enable_service_token(self):
+        from nova.conf import CONF
+        CONF.register_opts(
+            ks_loading.get_auth_plugin_conf_options('admin_token'),
+            group='service_user')
+        self.flags(send_service_user_token=True, auth_type='admin_token',
+                   token='service-token', endpoint=ENDPOINT,
+                   group='service_user')
+
+
+class DeviceProfileTest(ClientTestBase):
+
+    def test_get_groups(self):
+        groups = [{'resources:FPGA': '1'}]
+        self.requests.get(PROFILES + '?name=dp1', json={
+            'device_profiles': [{'name': 'dp1', 'groups': groups}]})
+        self.assertEqual(groups, self.client.get_device_profile_groups('dp1'))
+        request = self.requests.last_request
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+
+    def test_not_found(self):
+        self.requests.get(PROFILES, json={'device_profiles': []})
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('no such device profile', exc.format_message())
+
+    def test_other_names_are_ignored(self):
+        # A Cyborg that ignores the name filter must not make us use the
+        # wrong profile.
+        self.requests.get(PROFILES, json={'device_profiles': [
+            {'name': 'other', 'groups': []}]})
+        self.assertRaises(exception.DeviceProfileError,
+                          self.client.get_device_profile_groups, 'dp1')
+
+    def test_two_with_one_name(self):
+        self.requests.get(PROFILES, json={'device_profiles': [
+            {'name': 'dp1', 'groups': []}, {'name': 'dp1', 'groups': []}]})
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('2 device profiles with this name',
+                      exc.format_message())
+
+    def test_cyborg_5xx(self):
+        self.requests.get(PROFILES, status_code=503,
+                          json={'error_message': 'down for maintenance'})
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('HTTP 503', exc.format_message())
+        self.assertIn('down for maintenance', exc.format_message())
+
+    def test_cyborg_unreachable(self):
+        import requests
+        self.requests.get(PROFILES, exc=requests.exceptions.ConnectionError)
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('could not reach Cyborg', exc.format_message())
+
+    def test_garbage_answer(self):
+        self.requests.get(PROFILES, text='<html>proxy error</html>')
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('no "device_profiles" list', exc.format_message())
+
+
+class CreateArqsTest(ClientTestBase):
+
+    def test_create_and_match(self):
+        self.requests.post(ARQS, status_code=201, json={'arqs': [
+            _arq(uuids.a0, 0), _arq(uuids.a1, 1)]})
+        arqs = self.client.create_arqs_and_match_resource_providers(
+            'dp1', {'device_profile_0': [uuids.rp0],
+                    'device_profile_1': [uuids.rp1]})
+        self.assertEqual([uuids.rp0, uuids.rp1],
+                         [a['device_rp_uuid'] for a in arqs])
+        self.assertEqual({'device_profile_name': 'dp1'},
+                         self.requests.last_request.json())
+
+    def test_missing_mapping_names_created_arqs(self):
+        self.requests.post(ARQS, status_code=201, json={'arqs': [
+            _arq(uuids.a0, 0), _arq(uuids.a1, 1)]})
+        exc = self.assertRaises(
+            exception.AcceleratorRequestBindingFailed,
+            self.client.create_arqs_and_match_resource_providers,
+            'dp1', {'device_profile_0': [uuids.rp0]})
+        self.assertEqual([uuids.a0, uuids.a1], exc.arqs)
+        self.assertIn('device_profile_1', exc.format_message())
+
+    def test_create_nothing(self):
+        self.requests.post(ARQS, status_code=201, json={'arqs': []})
+        self.assertRaises(exception.CyborgError, self.client.create_arqs,
+                          'dp1')
+
+    def test_create_refused(self):
+        self.requests.post(ARQS, status_code=400,
+                           json={'error_message': 'bad profile'})
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.create_arqs, 'dp1')
+        self.assertEqual(400, exc.status)
+        self.assertIn('bad profile', exc.format_message())
+
+
+class BindTest(ClientTestBase):
+
+    BINDINGS = {uuids.a0: {'hostname': 'h1', 'device_rp_uuid': uuids.rp,
+                           'instance_uuid': uuids.inst}}
+
+    def test_bind_sends_service_token_and_patch(self):
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+        self.requests.patch(ARQS, status_code=202)
+        self.client.bind_arqs(self.BINDINGS)
+        request = self.requests.last_request
+        self.assertEqual('service-token', request.headers['X-Service-Token'])
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        self.assertEqual({uuids.a0: [
+            {'path': '/device_rp_uuid', 'op': 'add', 'value': uuids.rp},
+            {'path': '/hostname', 'op': 'add', 'value': 'h1'},
+            {'path': '/instance_uuid', 'op': 'add', 'value': uuids.inst},
+        ]}, request.json())
+
+    def test_bind_without_service_token_config(self):
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.client.bind_arqs, self.BINDINGS)
+        self.assertIn('send_service_user_token', exc.format_message())
+        self.assertEqual([uuids.a0], exc.arqs)
+        self.assertFalse(self.requests.called)
+
+    def test_bind_failure(self):
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+        self.requests.patch(ARQS, status_code=403,
+                            json={'error_message': 'needs service token'})
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.client.bind_arqs, self.BINDINGS)
+        self.assertIn('HTTP 403', exc.format_message())
+        self.assertEqual([uuids.a0], exc.arqs)
+
+
+class QueryTest(ClientTestBase):
+
+    def test_only_resolved(self):
+        self.requests.get(ARQS + '?instance=' + uuids.inst, json={'arqs': [
+            _arq(uuids.a0, state='Bound'), _arq(uuids.a1, state='BindStarted'),
+            _arq(uuids.a2, state='BindFailed')]})
+        arqs = self.client.get_arqs_for_instance(uuids.inst,
+                                                 only_resolved=True)
+        self.assertEqual([uuids.a0, uuids.a2], [a['uuid'] for a in arqs])
+
+    def test_none_is_empty(self):
+        self.requests.get(ARQS, json={'arqs': []})
+        self.assertEqual([], self.client.get_arqs_for_instance(uuids.inst))
+
+
+class DeleteTest(ClientTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+
+    def test_delete_for_instance(self):
+        self.requests.delete(ARQS + '?instance=' + uuids.inst,
+                             status_code=204)
+        self.client.delete_arqs_for_instance(uuids.inst)
+        self.assertEqual('service-token',
+                         self.requests.last_request.headers['X-Service-Token'])
+
+    def test_delete_for_instance_failure_raises(self):
+        self.requests.delete(ARQS, status_code=500)
+        self.assertRaises(exception.CyborgError,
+                          self.client.delete_arqs_for_instance, uuids.inst)
+
+    def test_delete_by_uuid(self):
+        self.requests.delete(ARQS, status_code=204)
+        self.client.delete_arqs_by_uuid([uuids.a0, uuids.a1])
+        self.assertEqual(
+            {'arqs': ['%s,%s' % (uuids.a0, uuids.a1)]},
+            self.requests.last_request.qs)
+
+    def test_delete_by_uuid_one_missing_deletes_the_rest(self):
+        def answer(request, context):
+            context.status_code = (404 if ',' in request.qs['arqs'][0] or
+                                   uuids.a1 in request.qs['arqs'][0]
+                                   else 204)
+            return ''
+        self.requests.delete(ARQS, text=answer)
+        self.client.delete_arqs_by_uuid([uuids.a0, uuids.a1])
+        deleted = [r.qs['arqs'][0] for r in self.requests.request_history]
+        self.assertEqual(['%s,%s' % (uuids.a0, uuids.a1), uuids.a0,
+                          uuids.a1], deleted)
+
+    def test_delete_by_uuid_nothing(self):
+        self.client.delete_arqs_by_uuid([])
+        self.client.delete_arqs_by_uuid(None)
+        self.assertFalse(self.requests.called)
+
+    def test_delete_by_uuid_never_raises(self):
+        self.requests.delete(ARQS, status_code=500)
+        self.client.delete_arqs_by_uuid([uuids.a0])

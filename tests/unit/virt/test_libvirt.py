@@ -1,0 +1,227 @@
+"""Tests of the libvirt driver hooks."""
+
+from unittest import mock
+
+from lxml import etree
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.virt.libvirt import config as vconfig
+from oslo_config import fixture as config_fixture
+import testtools
+
+from nova_cyborg import conf
+from nova_cyborg import exception
+from nova_cyborg.virt import libvirt as nc_libvirt
+from tests.unit.objects import test_accelerator_request as fakes
+
+HOSTDEV_XML = (
+    '<hostdev mode="subsystem" type="pci" managed="yes"><source>'
+    '<address domain="0x0000" bus="0x0c" slot="0x00" function="0x2"/>'
+    '</source></hostdev>')
+MDEV_NAME = ('mdev_' + fakes.MDEV_UUID.replace('-', '_') + '_0000_0c_00_2')
+OTHER_UUID = '22222222-3333-4444-8555-666666666666'
+
+
+def compact(xml):
+    parser = etree.XMLParser(remove_blank_text=True)
+    return etree.tostring(etree.XML(xml, parser), encoding='unicode')
+
+
+def hostile_arq():
+    return fakes.with_info(fakes.pci_arq(), 'bus', '0c"/><evil')
+
+
+def arq_with(base_arq, **fields):
+    arq = dict(base_arq)
+    arq.update(fields)
+    return arq
+
+
+class _Base(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags = self.useFixture(config_fixture.Config(conf.CONF))
+        self.instance = mock.Mock(uuid=fakes.INSTANCE_UUID)
+
+
+class PciArqsTestCase(_Base):
+
+    def test_none_and_empty(self):
+        self.assertEqual([], nc_libvirt.pci_arqs(self.instance, None))
+        self.assertEqual([], nc_libvirt.pci_arqs(self.instance, []))
+
+    def test_keeps_pci_leaves_mdev(self):
+        pci, mdev = fakes.pci_arq(), arq_with(fakes.mdev_arq(),
+                                               uuid=OTHER_UUID)
+        self.assertEqual([pci],
+                         nc_libvirt.pci_arqs(self.instance, [mdev, pci]))
+
+    def _assert_refused(self, arq, words):
+        exc = self.assertRaises(exception.InvalidAttachHandle,
+                                nc_libvirt.pci_arqs, self.instance,
+                                [fakes.pci_arq(), arq])
+        for word in words:
+            self.assertIn(word, str(exc))
+
+    def test_test_pci_refused(self):
+        self._assert_refused(
+            arq_with(fakes.pci_arq(), uuid=OTHER_UUID,
+                     attach_handle_type='TEST_PCI'),
+            [OTHER_UUID, 'TEST_PCI'])
+
+    def test_unknown_type_refused(self):
+        self._assert_refused(
+            arq_with(fakes.pci_arq(), uuid=OTHER_UUID,
+                     attach_handle_type='VFIO_AP'),
+            [OTHER_UUID, 'VFIO_AP'])
+
+    def test_disallowed_type_refused(self):
+        self.flags.config(allowed_attach_types=['PCI'], group='nova_cyborg')
+        self._assert_refused(arq_with(fakes.mdev_arq(), uuid=OTHER_UUID),
+                             [OTHER_UUID, 'MDEV', 'allowed_attach_types'])
+
+    def test_disallowed_pci_refused(self):
+        self.flags.config(allowed_attach_types=['MDEV'], group='nova_cyborg')
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.pci_arqs, self.instance,
+                          [fakes.pci_arq()])
+
+    def test_without_attach_handle_refused(self):
+        self._assert_refused(
+            arq_with(fakes.pci_arq(), uuid=OTHER_UUID, state='Initial',
+                     attach_handle_type='', attach_handle_info={}),
+            [OTHER_UUID, 'attach handle'])
+
+    def test_hostile_refused(self):
+        self._assert_refused(hostile_arq(), [fakes.ARQ_UUID, 'bus'])
+
+
+class AddPciHostdevsTestCase(_Base):
+
+    def setUp(self):
+        super().setUp()
+        self.guest = vconfig.LibvirtConfigGuest()
+
+    def _hostdevs(self):
+        return [dev for dev in self.guest.devices
+                if isinstance(dev, vconfig.LibvirtConfigGuestHostdevPCI)]
+
+    def test_adds_hostdev(self):
+        nc_libvirt.add_pci_hostdevs(self.guest, [fakes.pci_arq()])
+        hostdevs = self._hostdevs()
+        self.assertEqual(1, len(hostdevs))
+        self.assertEqual(HOSTDEV_XML, compact(hostdevs[0].to_xml()))
+        self.assertIn(HOSTDEV_XML, compact(self.guest.to_xml()))
+
+    def test_canonical_address(self):
+        nc_libvirt.add_pci_hostdevs(self.guest, [fakes.pci_arq(
+            domain='0', bus='C', device='1', function='0')])
+        self.assertIn(
+            '<address domain="0x0000" bus="0x0c" slot="0x01" '
+            'function="0x0"/>', self._hostdevs()[0].to_xml())
+
+    def test_one_per_pci_arq_skipping_mdev(self):
+        second = arq_with(fakes.pci_arq(bus='0d'), uuid=OTHER_UUID)
+        mdev = arq_with(fakes.mdev_arq(),
+                        uuid='33333333-4444-4555-8666-777777777777')
+        nc_libvirt.add_pci_hostdevs(self.guest,
+                                    [fakes.pci_arq(), mdev, second])
+        self.assertEqual(['0x0c', '0x0d'], [
+            etree.XML(dev.to_xml()).find('source/address').get('bus')
+            for dev in self._hostdevs()])
+        self.assertEqual(2, len(self.guest.devices))
+
+    def test_accepts_pci_arqs_output(self):
+        accel_info = [fakes.pci_arq(), fakes.mdev_arq()]
+        nc_libvirt.add_pci_hostdevs(
+            self.guest, nc_libvirt.pci_arqs(self.instance, accel_info))
+        self.assertEqual(1, len(self._hostdevs()))
+
+    def test_hostile_adds_nothing(self):
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.add_pci_hostdevs, self.guest,
+                          [fakes.pci_arq(), hostile_arq()])
+        self.assertEqual([], self.guest.devices)
+        self.assertNotIn('evil', self.guest.to_xml())
+
+    def test_test_pci_adds_nothing(self):
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.add_pci_hostdevs, self.guest,
+                          [arq_with(fakes.pci_arq(),
+                                    attach_handle_type='TEST_PCI')])
+        self.assertEqual([], self.guest.devices)
+
+
+class AllocateMdevsTestCase(_Base):
+
+    def setUp(self):
+        super().setUp()
+        # As in Nova's own libvirt tests: the driver module's lazily
+        # imported libvirt binding becomes fakelibvirt.
+        self.useFixture(fakelibvirt.LibvirtFixture())
+        self.driver = mock.Mock(spec=['_host', '_create_mdev',
+                                      '_warn_if_nova_managed'])
+        self.lookup = self.driver._host.device_lookup_by_name
+
+    def _no_node_device(self, *args):
+        raise fakelibvirt.make_libvirtError(
+            fakelibvirt.libvirtError, 'Node device not found',
+            error_code=fakelibvirt.VIR_ERR_NO_NODE_DEVICE)
+
+    def test_creates_missing_mdev(self):
+        self.lookup.side_effect = self._no_node_device
+        self.assertEqual([fakes.MDEV_UUID], nc_libvirt.allocate_mdevs(
+            self.driver, [fakes.pci_arq(), fakes.mdev_arq()]))
+        self.lookup.assert_called_once_with(MDEV_NAME)
+        self.driver._create_mdev.assert_called_once_with(
+            'pci_0000_0c_00_2', 'nvidia-35', uuid=fakes.MDEV_UUID)
+        self.driver._warn_if_nova_managed.assert_called_once_with({
+            'domain': '0000', 'bus': '0c', 'device': '00', 'function': '2',
+            'asked_type': 'nvidia-35'})
+
+    def test_existing_mdev_not_created(self):
+        self.assertEqual([fakes.MDEV_UUID], nc_libvirt.allocate_mdevs(
+            self.driver, [fakes.mdev_arq()]))
+        self.lookup.assert_called_once_with(MDEV_NAME)
+        self.driver._create_mdev.assert_not_called()
+
+    def test_other_libvirt_error_raised(self):
+        self.lookup.side_effect = fakelibvirt.make_libvirtError(
+            fakelibvirt.libvirtError, 'boom',
+            error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR)
+        self.assertRaises(fakelibvirt.libvirtError,
+                          nc_libvirt.allocate_mdevs, self.driver,
+                          [fakes.mdev_arq()])
+        self.driver._create_mdev.assert_not_called()
+
+    def test_no_mdev_arqs(self):
+        self.assertEqual([], nc_libvirt.allocate_mdevs(self.driver, None))
+        self.assertEqual([], nc_libvirt.allocate_mdevs(
+            self.driver, [fakes.pci_arq()]))
+        self.lookup.assert_not_called()
+
+    def test_hostile_creates_nothing(self):
+        self.lookup.side_effect = self._no_node_device
+        for bad in (fakes.with_info(fakes.mdev_arq(), 'asked_type',
+                                    '../../../../bin'),
+                    fakes.with_field(fakes.mdev_arq(), 'attach_handle_uuid',
+                                     'a/b'),
+                    fakes.with_info(fakes.mdev_arq(), 'domain', '0000\n')):
+            good = arq_with(fakes.mdev_arq(), uuid=OTHER_UUID)
+            self.assertRaises(exception.InvalidAttachHandle,
+                              nc_libvirt.allocate_mdevs, self.driver,
+                              [good, bad])
+        # A hostile PCI ARQ in the same list also stops mdev creation.
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.allocate_mdevs, self.driver,
+                          [fakes.mdev_arq(), hostile_arq()])
+        self.lookup.assert_not_called()
+        self.driver._create_mdev.assert_not_called()
+
+    def test_disallowed_mdev_creates_nothing(self):
+        self.flags.config(allowed_attach_types=['PCI'], group='nova_cyborg')
+        self.lookup.side_effect = self._no_node_device
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.allocate_mdevs, self.driver,
+                          [fakes.mdev_arq()])
+        self.driver._create_mdev.assert_not_called()
