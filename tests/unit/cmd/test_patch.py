@@ -57,7 +57,7 @@ ROUTING = {
     'nova/compute/manager.py': [
         'from nova_cyborg import compute as nc_compute',
         'return nc_compute.get_bound_arqs(',
-        'msg = nc_compute.build_fault_message(exc)',
+        'raise nc_compute.build_failure(instance, exc)',
     ],
     'nova/virt/libvirt/driver.py': [
         'from nova_cyborg.virt import libvirt as nc_libvirt',
@@ -311,8 +311,10 @@ class TestApplyRevert(NovaCopyTestCase):
         text = self.read(rel).replace(
             b"            # nova-cyborg: routed to nova_cyborg.compute\n"
             b"            from nova_cyborg import compute as nc_compute\n"
-            b"            msg = nc_compute.build_fault_message(exc)\n",
-            b"            msg = _('Failure getting accelerator requests.')\n")
+            b"            raise nc_compute.build_failure(instance, exc)\n",
+            b"            msg = _('Failure getting accelerator requests.')\n"
+            b"            raise exception.BuildAbortException(\n"
+            b"                    reason=msg, instance_uuid=instance.uuid)\n")
         with open(os.path.join(self.target, rel), 'wb') as f:
             f.write(text)
         before = self.snapshot()

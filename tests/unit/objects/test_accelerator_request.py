@@ -37,7 +37,9 @@ def pci_arq(**info):
 
 
 def mdev_arq(**info):
-    arq = pci_arq(asked_type='nvidia-35', vgpu_mark='nvidia-35_0', **info)
+    ahi = {'asked_type': 'nvidia-35', 'vgpu_mark': 'nvidia-35_0'}
+    ahi.update(info)
+    arq = pci_arq(**ahi)
     arq.update(attach_handle_type='MDEV', attach_handle_uuid=MDEV_UUID)
     return arq
 

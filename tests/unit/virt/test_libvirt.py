@@ -51,8 +51,8 @@ class PciArqsTestCase(_Base):
         self.assertEqual([], nc_libvirt.pci_arqs(self.instance, []))
 
     def test_keeps_pci_leaves_mdev(self):
-        pci, mdev = fakes.pci_arq(), arq_with(fakes.mdev_arq(),
-                                               uuid=OTHER_UUID)
+        pci = fakes.pci_arq()
+        mdev = arq_with(fakes.mdev_arq(), uuid=OTHER_UUID)
         self.assertEqual([pci],
                          nc_libvirt.pci_arqs(self.instance, [mdev, pci]))
 
@@ -101,6 +101,12 @@ class AddPciHostdevsTestCase(_Base):
     def setUp(self):
         super().setUp()
         self.guest = vconfig.LibvirtConfigGuest()
+        self.guest.virt_type = 'kvm'
+        self.guest.name = 'instance-00000001'
+        self.guest.uuid = fakes.INSTANCE_UUID
+        self.guest.memory = 1024 * 1024
+        self.guest.vcpus = 1
+        self.guest.os_type = 'hvm'
 
     def _hostdevs(self):
         return [dev for dev in self.guest.devices

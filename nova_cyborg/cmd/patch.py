@@ -1,0 +1,252 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-cyborg-patch: apply, check or revert the Nova patch series.
+
+The series in ``patches/nova-<version>/`` routes an installed Nova into
+nova_cyborg. Exit codes: 0 success, 1 failure (conflict, partially applied
+tree, I/O error), 2 unsupported or unknown Nova version (or bad usage).
+"""
+
+import argparse
+import email.parser
+import glob
+import importlib.metadata
+import importlib.util
+import os
+import re
+import site
+import sys
+
+from nova_cyborg.cmd import _series
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_UNSUPPORTED = 2
+
+
+class UnsupportedVersion(Exception):
+    """No patch series for the Nova found, or its version is unknown."""
+
+
+def default_target():
+    """The directory holding the importable ``nova`` package.
+
+    importlib.util.find_spec() on a top-level name locates the package
+    without importing it.
+    """
+    spec = importlib.util.find_spec('nova')
+    if spec is None or not spec.submodule_search_locations:
+        raise _series.SeriesError('cannot find the nova package; '
+                                  'use --target')
+    return os.path.dirname(os.path.abspath(
+        list(spec.submodule_search_locations)[0]))
+
+
+def default_patches_dir():
+    """patches/ of a source checkout, else the installed data files."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.dirname(os.path.dirname(here))
+    candidates = [
+        os.path.join(prefix, 'share', 'nova-cyborg', 'patches')
+        for prefix in (sys.prefix, site.getuserbase())]
+    if os.path.isfile(os.path.join(checkout, 'setup.cfg')):
+        candidates.insert(0, os.path.join(checkout, 'patches'))
+    for candidate in candidates:
+        if os.path.isdir(candidate):
+            return candidate
+    raise _series.SeriesError('cannot find the patches directory (looked in '
+                              '%s); use --patches-dir' % ', '.join(candidates))
+
+
+def _metadata_versions(target):
+    """Versions of 'nova' in the dist-info/egg-info next to target."""
+    versions = set()
+    found = (glob.glob(os.path.join(target, 'nova-*.dist-info', 'METADATA')) +
+             glob.glob(os.path.join(target, 'nova-*.egg-info', 'PKG-INFO')))
+    for path in found:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            headers = email.parser.HeaderParser().parse(f)
+        name = re.sub(r'[-_.]+', '-', (headers.get('Name') or '').lower())
+        if name == 'nova' and headers.get('Version'):
+            versions.add(headers['Version'].strip())
+    return versions
+
+
+def nova_version(target):
+    versions = _metadata_versions(target)
+    if len(versions) > 1:
+        raise UnsupportedVersion('several Nova versions are recorded in %s: '
+                                 '%s' % (target, ', '.join(sorted(versions))))
+    if versions:
+        return versions.pop()
+    try:
+        if os.path.samefile(target, default_target()):
+            return importlib.metadata.version('nova')
+    except (OSError, _series.SeriesError,
+            importlib.metadata.PackageNotFoundError):
+        pass
+    raise UnsupportedVersion('cannot determine the Nova version of %s '
+                             '(no nova-*.dist-info there)' % target)
+
+
+def series_dir(patches_dir, version):
+    path = os.path.join(patches_dir, 'nova-%s' % version)
+    if os.path.isfile(os.path.join(path, 'series')):
+        return path
+    supported = sorted(
+        os.path.basename(d)[len('nova-'):] for d in
+        glob.glob(os.path.join(patches_dir, 'nova-*'))
+        if os.path.isfile(os.path.join(d, 'series')))
+    if not supported:
+        raise _series.SeriesError('no nova-<version>/series in %s'
+                                  % patches_dir)
+    raise UnsupportedVersion(
+        'nova-cyborg supports Nova %s; found %s; no patch series for it'
+        % (', '.join(supported), version))
+
+
+def _report(evaluation, out):
+    for result in evaluation.ordered:
+        line = '  %-45s %s' % (result.patch.name, result.status)
+        if result.detail:
+            line += ': %s' % result.detail
+        out.write(line + '\n')
+    out.write('Series state: %s\n' % evaluation.state())
+
+
+def _refuse(evaluation, action, allow_partial):
+    """Return an error message if the tree's state forbids the action."""
+    state = evaluation.state()
+    if state == _series.CONFLICTING:
+        conflicts = ['%s: %s' % (r.patch.name, r.detail)
+                     for r in evaluation.ordered
+                     if r.status == _series.CONFLICT]
+        return ('cannot %s: the series does not match this Nova tree; '
+                'nothing was changed.\n  %s'
+                % (action, '\n  '.join(conflicts)))
+    if state == _series.PARTIAL and not allow_partial:
+        return ('cannot %s: the series is partially applied (see above); '
+                'nothing was changed. Reinstall Nova, or pass '
+                '--allow-partial to %s the rest.' % (action, action))
+    return None
+
+
+def cmd_status(args, patches, out):
+    out.write('Nova %s in %s\nPatch series: %s\n'
+              % (args.version, args.target, args.series_dir))
+    _report(_series.Evaluation(args.target, patches), out)
+    return EXIT_OK
+
+
+def cmd_check(args, patches, out):
+    evaluation = _series.Evaluation(args.target, patches)
+    _report(evaluation, out)
+    if evaluation.state() in (_series.FULLY_APPLIED, _series.NOT_APPLIED):
+        return EXIT_OK
+    return EXIT_FAILED
+
+
+def _change(args, patches, out, revert):
+    action = 'revert' if revert else 'apply'
+    evaluation = _series.Evaluation(args.target, patches, revert=revert)
+    done_state = _series.NOT_APPLIED if revert else _series.FULLY_APPLIED
+    if evaluation.state() == done_state:
+        out.write('Nothing to do: the series is %s in %s.\n'
+                  % ('not applied' if revert else 'already applied',
+                     args.target))
+        return EXIT_OK
+    _report(evaluation, out)
+    error = _refuse(evaluation, action, args.allow_partial)
+    if error:
+        sys.stderr.write('nova-cyborg-patch: %s\n' % error)
+        return EXIT_FAILED
+    todo = _series.APPLIED if revert else _series.APPLICABLE
+    count = len([r for r in evaluation.ordered if r.status == todo])
+    written = _series.commit(evaluation)
+    for rel in written:
+        out.write('  updated %s\n' % rel)
+    out.write('%s %d patch(es), %d file(s) in %s.\n'
+              % ('Reverted' if revert else 'Applied',
+                 count, len(written), args.target))
+    return EXIT_OK
+
+
+def cmd_apply(args, patches, out):
+    return _change(args, patches, out, revert=False)
+
+
+def cmd_revert(args, patches, out):
+    return _change(args, patches, out, revert=True)
+
+
+def _add_location_options(parser, default=None):
+    parser.add_argument(
+        '--target', metavar='DIR', default=default,
+        help='directory containing the nova package (default: where '
+             '"import nova" would find it)')
+    parser.add_argument(
+        '--patches-dir', metavar='DIR', default=default,
+        help='directory holding nova-<version>/series (default: patches/ '
+             'of the source checkout or <prefix>/share/nova-cyborg/patches)')
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog='nova-cyborg-patch',
+        description='Apply, check or revert the patch series that routes '
+                    'an installed Nova into nova_cyborg.')
+    _add_location_options(parser)
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    sub.required = True
+    for name, func, text in (
+            ('apply', cmd_apply, 'apply the series (atomic, idempotent)'),
+            ('check', cmd_check, 'report per patch: applied, applicable '
+                                 'or conflict; exit 0 if fully applied or '
+                                 'cleanly applicable'),
+            ('revert', cmd_revert, 'revert the series (atomic, idempotent)'),
+            ('status', cmd_status, 'show version, paths and series state')):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.set_defaults(func=func)
+        # Also accept the options after the command name.
+        _add_location_options(cmd, default=argparse.SUPPRESS)
+        if name in ('apply', 'revert'):
+            cmd.add_argument(
+                '--allow-partial', action='store_true',
+                help='also %s when only some patches are applied' % name)
+    return parser
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        args.target = os.path.abspath(args.target or default_target())
+        if not os.path.isdir(os.path.join(args.target, 'nova')):
+            raise _series.SeriesError('no nova package in %s' % args.target)
+        args.version = nova_version(args.target)
+        args.series_dir = series_dir(
+            os.path.abspath(args.patches_dir or default_patches_dir()),
+            args.version)
+        patches = _series.load_series(args.series_dir)
+        return args.func(args, patches, out)
+    except UnsupportedVersion as exc:
+        sys.stderr.write('nova-cyborg-patch: %s; nothing was changed.\n'
+                         % exc)
+        return EXIT_UNSUPPORTED
+    except (_series.SeriesError, OSError) as exc:
+        sys.stderr.write('nova-cyborg-patch: %s\n' % exc)
+        return EXIT_FAILED
+
+
+if __name__ == '__main__':
+    sys.exit(main())

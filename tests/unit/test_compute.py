@@ -1,0 +1,148 @@
+"""Waiting for bound ARQs, with Nova's real instance-event machinery."""
+
+import threading
+import types
+
+from nova.compute import manager
+from nova import exception as nova_exception
+from nova import objects
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import compute
+from nova_cyborg import exception
+from tests.unit import test_client
+
+QUERY = test_client.ARQS + '?instance=' + uuids.inst
+PCI = {'domain': '0000', 'bus': '0c', 'device': '00', 'function': '1'}
+
+
+def bound(uuid, **kw):
+    arq = dict(state='Bound', attach_handle_type='PCI',
+               attach_handle_info=dict(PCI), hostname='h1',
+               device_rp_uuid=uuids.rp, instance_uuid=uuids.inst)
+    arq.update(kw)
+    return test_client._arq(uuid, **arq)
+
+
+class GetBoundArqsTest(test_client.ClientTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.events = manager.InstanceEvents()
+        self.virtapi = manager.ComputeVirtAPI(types.SimpleNamespace(
+            instance_events=self.events, reportclient=None))
+        self.instance = objects.Instance(uuid=uuids.inst, vm_state='building',
+                                         task_state='spawning')
+        self.flags(arq_binding_timeout=5)
+
+    def answer(self, *arq_lists):
+        self.requests.get(QUERY, [{'json': {'arqs': arqs}}
+                                  for arqs in arq_lists])
+
+    def send_event(self, arq_uuid, status, delay=0.2):
+        def send():
+            event = objects.InstanceExternalEvent(
+                instance_uuid=uuids.inst, name=compute.EVENT_NAME,
+                tag=arq_uuid, status=status)
+            waiter = None
+            while waiter is None:
+                waiter = self.events.pop_instance_event(self.instance, event)
+            waiter.set(event)
+        timer = threading.Timer(delay, send)
+        timer.start()
+        self.addCleanup(timer.cancel)
+
+    def get(self, arq_uuids=(uuids.a0,)):
+        return compute.get_bound_arqs(self.virtapi, self.context,
+                                      self.instance, list(arq_uuids))
+
+    def test_already_bound_exits_early(self):
+        arqs = [bound(uuids.a0)]
+        self.answer(arqs, arqs)
+        self.assertEqual(arqs, self.get())
+
+    def test_waits_for_event(self):
+        self.answer([], [bound(uuids.a0)])
+        self.send_event(uuids.a0, 'completed')
+        self.assertEqual([uuids.a0], [a['uuid'] for a in self.get()])
+
+    def test_failed_event(self):
+        self.answer([])
+        self.send_event(uuids.a0, 'failed')
+        exc = self.assertRaises(exception.AcceleratorRequestNotBound,
+                                self.get)
+        self.assertIn('BindFailed', exc.format_message())
+
+    def test_bind_failed_seen_through_early_exit_is_refused(self):
+        failed = [bound(uuids.a0, state='BindFailed')]
+        self.answer(failed, failed)
+        exc = self.assertRaises(exception.AcceleratorRequestNotBound,
+                                self.get)
+        self.assertIn('is BindFailed, not Bound', exc.format_message())
+
+    def test_deleting_is_refused(self):
+        arqs = [bound(uuids.a0, state='Deleting')]
+        self.answer(arqs, arqs)
+        self.assertRaises(exception.AcceleratorRequestNotBound, self.get)
+
+    def test_every_arq_must_be_bound(self):
+        arqs = [bound(uuids.a0)]
+        self.answer(arqs, arqs)
+        self.send_event(uuids.a1, 'completed')
+        exc = self.assertRaises(exception.AcceleratorRequestNotBound,
+                                self.get, (uuids.a0, uuids.a1))
+        self.assertIn(uuids.a1, exc.format_message())
+        self.assertIn('missing', exc.format_message())
+
+    def test_timeout(self):
+        self.flags(arq_binding_timeout=1)
+        self.answer([])
+        exc = self.assertRaises(nova_exception.InstanceEventTimeout,
+                                self.get)
+        self.assertIn('Timed out after 1 seconds',
+                      compute.build_fault_message(exc))
+
+    def test_hostile_attach_handle(self):
+        arqs = [bound(uuids.a0, attach_handle_info=dict(
+            PCI, bus='0c"/><disk'))]
+        self.answer(arqs, arqs)
+        exc = self.assertRaises(exception.InvalidAttachHandle, self.get)
+        self.assertIn(uuids.a0, exc.format_message())
+
+    def test_test_pci_is_refused(self):
+        arqs = [bound(uuids.a0, attach_handle_type='TEST_PCI')]
+        self.answer(arqs, arqs)
+        self.assertRaises(exception.InvalidAttachHandle, self.get)
+
+    def test_disallowed_type_is_refused(self):
+        self.flags(allowed_attach_types=['MDEV'], group='nova_cyborg')
+        arqs = [bound(uuids.a0)]
+        self.answer(arqs, arqs)
+        exc = self.assertRaises(exception.InvalidAttachHandle, self.get)
+        self.assertIn("'PCI' is not one of MDEV", exc.format_message())
+
+    def test_no_arqs(self):
+        self.assertEqual([], self.get(()))
+        self.assertFalse(self.requests.called)
+
+
+class BuildFailureTest(test_client.ClientTestBase):
+
+    def test_bind_failed_reschedules(self):
+        exc = compute.build_failure(
+            objects.Instance(uuid=uuids.inst),
+            exception.AcceleratorRequestNotBound(arq=uuids.a0,
+                                                 state='BindFailed'))
+        self.assertIsInstance(exc, nova_exception.ComputeResourcesUnavailable)
+        self.assertIn('BindFailed', exc.format_message())
+
+    def test_others_abort(self):
+        for error in (
+                exception.InvalidAttachHandle(arq=uuids.a0, reason='bad'),
+                exception.CyborgError(op='get', msg='HTTP 500'),
+                nova_exception.InstanceEventTimeout(),
+                ValueError('boom')):
+            exc = compute.build_failure(objects.Instance(uuid=uuids.inst),
+                                        error)
+            self.assertIsInstance(exc, nova_exception.BuildAbortException)
+            self.assertIn('accelerator', exc.format_message())
