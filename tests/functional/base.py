@@ -20,7 +20,10 @@ attach handles, so a BDF in a domain XML can be checked against the
 host's real (simulated) inventory.
 """
 
-import collections
+# Nova chooses eventlet or native threads before anything else is imported.
+from nova import monkey_patch ; monkey_patch.patch()  # noqa: E702
+
+import collections  # noqa: E402
 from xml.etree import ElementTree
 
 import fixtures

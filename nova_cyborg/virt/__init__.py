@@ -1,0 +1,1 @@
+"""Virt driver hooks of nova_cyborg."""

@@ -1,0 +1,125 @@
+"""Accelerators in the libvirt driver.
+
+Nova's ``LibvirtDriver`` is patched to call these functions where upstream
+reads ``accel_info`` itself:
+
+* ``_get_guest_config``: :func:`pci_arqs` replaces the filtering of
+  ``accel_info`` by ``attach_handle_type``;
+* ``_guest_add_accel_pci_devices``: :func:`add_pci_hostdevs`;
+* ``_allocate_cyborg_mdevs``: :func:`allocate_mdevs`.
+
+Each function validates the whole of ``accel_info`` before it acts, so an ARQ
+with a hostile or unsupported attach handle fails the operation with
+InvalidAttachHandle and leaves the guest config and the host untouched.
+Only parsed, bounded values reach the domain XML and libvirt.
+"""
+
+from oslo_log import log as logging
+
+from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import utils as libvirt_utils
+
+from nova_cyborg import attach_handle
+from nova_cyborg import exception
+from nova_cyborg.objects import accelerator_request as arq_obj
+
+LOG = logging.getLogger(__name__)
+
+
+def _validate(accel_info, instance=None):
+    try:
+        return attach_handle.validate_for_attach(accel_info)
+    except exception.InvalidAttachHandle:
+        # oslo.log appends the exception being handled to an ERROR record.
+        if instance is not None:
+            LOG.error('Refusing the accelerators of instance %s',
+                      instance.uuid)
+        raise
+
+
+def pci_arqs(instance, accel_info):
+    """Return the ARQs of ``accel_info`` to pass through as PCI hostdevs.
+
+    MDEV ARQs are left to :func:`allocate_mdevs`. Any other attach handle
+    type (``TEST_PCI`` from Cyborg's fake driver, an unknown one, or one not
+    in ``[nova_cyborg] allowed_attach_types``) is refused, never ignored.
+
+    :param instance: the instance the guest config is built for.
+    :param accel_info: list of ARQ dicts from Cyborg, or None.
+    :returns: the PCI entries of ``accel_info``, as given.
+    :raises: InvalidAttachHandle
+    """
+    arqs = _validate(accel_info, instance)
+    return [raw for raw, arq in zip(accel_info or (), arqs)
+            if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
+
+
+def _hostdev(address):
+    dev = vconfig.LibvirtConfigGuestHostdevPCI()
+    dev.domain, dev.bus, dev.slot, dev.function = address.hex_parts
+    dev.managed = 'yes'
+    return dev
+
+
+def add_pci_hostdevs(guest, accel_info):
+    """Add a managed PCI ``<hostdev>`` to ``guest`` per PCI ARQ.
+
+    :param guest: a LibvirtConfigGuest.
+    :param accel_info: ARQ dicts (or AcceleratorRequests); MDEV ones are
+        skipped, as :func:`allocate_mdevs` handles them.
+    :raises: InvalidAttachHandle, before any device is added.
+    """
+    for arq in _validate(accel_info):
+        if arq.attach_type == arq_obj.ATTACH_TYPE_PCI:
+            guest.add_device(_hostdev(arq.attach_handle.address))
+
+
+def _libvirt():
+    # Nova's driver imports the libvirt binding lazily into its module
+    # global (and nova's LibvirtFixture replaces that global with
+    # fakelibvirt), so the error class and codes are looked up there, at
+    # call time: importing the driver module at import time would be
+    # circular, as the driver imports this module.
+    from nova.virt.libvirt import driver as libvirt_driver
+    return libvirt_driver.libvirt
+
+
+def allocate_mdevs(driver, accel_info):
+    """Create the mediated devices of the MDEV ARQs that do not exist yet.
+
+    Same behaviour as upstream ``LibvirtDriver._allocate_cyborg_mdevs``
+    (look the mdev node device up by name, create it on its parent with the
+    ARQ's attach handle UUID if libvirt does not know it), from validated
+    data only.
+
+    :param driver: the LibvirtDriver.
+    :param accel_info: list of ARQ dicts from Cyborg, or None.
+    :returns: list of the mdev UUIDs, in ARQ order.
+    :raises: InvalidAttachHandle, before any mdev is created.
+    """
+    arqs = _validate(accel_info)
+    libvirt = _libvirt()
+    mdevs = []
+    for arq in arqs:
+        if arq.attach_type != arq_obj.ATTACH_TYPE_MDEV:
+            continue
+        handle = arq.attach_handle
+        parent = handle.address.libvirt_name
+        domain, bus, slot, function = handle.address.hex_parts
+        driver._warn_if_nova_managed({
+            'domain': domain, 'bus': bus, 'device': slot,
+            'function': function, 'asked_type': handle.mdev_type})
+        # mdev_<uuid>_<parent address>, as upstream builds it (nova's
+        # mdev_uuid2name(uuid, parent) would drop the underscore).
+        name = '%s_%s_%s_%s_%s' % (libvirt_utils.mdev_uuid2name(handle.uuid),
+                                   domain, bus, slot, function)
+        try:
+            driver._host.device_lookup_by_name(name)
+        except libvirt.libvirtError as ex:
+            if ex.get_error_code() != libvirt.VIR_ERR_NO_NODE_DEVICE:
+                raise
+            LOG.info('Creating mdev %s of type %s on %s for ARQ %s',
+                     handle.uuid, handle.mdev_type, parent, arq.uuid)
+            driver._create_mdev(parent, handle.mdev_type, uuid=handle.uuid)
+        mdevs.append(handle.uuid)
+    return mdevs

@@ -1,0 +1,217 @@
+"""Run the real Cyborg API + conductor in a child process for a test.
+
+Nova and Cyborg cannot share a Python process (both register ``[DEFAULT]
+host`` on the global CONF), so :class:`CyborgFixture` starts
+:mod:`tests.functional.harness.cyborg_process` with the same interpreter and
+talks to it over loopback HTTP. Cyborg reaches Placement and Nova's
+``os-server-external-events`` over HTTP too, at the URLs given.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import fixtures
+import requests
+
+from tests.functional.harness import identity
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+
+# The Cyborg service user, as Nova would see it in Cyborg's requests.
+CYBORG_SERVICE_TOKEN = identity.make_token(
+    'cyborg', identity.SERVICE_PROJECT_ID, ['admin', 'service'])
+
+CONFIG_TEMPLATE = """\
+[DEFAULT]
+host = cyborg-harness
+transport_url = fake://
+debug = true
+log_file = {log_path}
+use_stderr = false
+periodic_interval = 3600
+
+[database]
+connection = sqlite:///{db_path}
+
+[oslo_concurrency]
+lock_path = {base_dir}
+
+[placement]
+auth_type = admin_token
+endpoint = {placement_url}
+token = admin
+
+[nova]
+auth_type = admin_token
+endpoint = {nova_url}
+token = {nova_token}
+
+[keystone_authtoken]
+service_token_roles = service
+service_token_roles_required = true
+"""
+
+
+class CyborgError(Exception):
+    """Unexpected answer from the Cyborg child process."""
+
+
+class CyborgFixture(fixtures.Fixture):
+    """Real Cyborg API and conductor in a child process.
+
+    :param placement_url: Placement root URL (noauth2, token ``admin``).
+    :param nova_url: Nova compute API URL, e.g. ``http://127.0.0.1:P/v2.1``.
+    :param base_dir: where to put cyborg.conf, the DB and logs; a temporary
+        directory removed at cleanup when None.
+
+    After setUp: ``endpoint`` (``http://127.0.0.1:P/accelerator/v2``, what
+    Nova's ``[cyborg] endpoint_override`` wants), ``url`` (root of the child
+    server), ``log_path``, ``base_dir``, ``startup_time`` (seconds).
+    """
+
+    START_TIMEOUT = 60
+    REQUEST_TIMEOUT = 30
+
+    def __init__(self, placement_url, nova_url, base_dir=None):
+        super().__init__()
+        self.placement_url = placement_url.rstrip('/')
+        self.nova_url = nova_url.rstrip('/')
+        self._base_dir = base_dir
+
+    def _setUp(self):
+        self.base_dir = (self._base_dir
+                         or self.useFixture(fixtures.TempDir()).path)
+        os.makedirs(self.base_dir, exist_ok=True)
+        self.log_path = os.path.join(self.base_dir, 'cyborg.log')
+        self.output_path = os.path.join(self.base_dir, 'cyborg-process.out')
+        self.config_path = os.path.join(self.base_dir, 'cyborg.conf')
+        port_file = os.path.join(self.base_dir, 'cyborg.port')
+        db_path = os.path.join(self.base_dir, 'cyborg.sqlite')
+        # A reused base_dir starts from scratch.
+        for path in (port_file, db_path, self.log_path, self.output_path):
+            if os.path.exists(path):
+                os.unlink(path)
+        with open(self.config_path, 'w') as f:
+            f.write(CONFIG_TEMPLATE.format(
+                log_path=self.log_path,
+                db_path=db_path,
+                base_dir=self.base_dir,
+                placement_url=self.placement_url,
+                nova_url=self.nova_url,
+                nova_token=CYBORG_SERVICE_TOKEN))
+
+        start = time.monotonic()
+        with open(self.output_path, 'wb') as out:
+            self.process = subprocess.Popen(
+                [sys.executable, '-m',
+                 'tests.functional.harness.cyborg_process',
+                 '--config-file', self.config_path,
+                 '--port-file', port_file],
+                cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        self.addCleanup(self._stop)
+
+        port = self._wait_for_port(port_file, start)
+        self.startup_time = time.monotonic() - start
+        self.url = 'http://127.0.0.1:%d' % port
+        self.endpoint = self.url + '/accelerator/v2'
+        self.session = requests.Session()
+        self.addCleanup(self.session.close)
+
+    def _wait_for_port(self, port_file, start):
+        while time.monotonic() - start < self.START_TIMEOUT:
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    return int(f.read())
+            if self.process.poll() is not None:
+                self._fail('Cyborg process exited with %s'
+                           % self.process.returncode)
+            time.sleep(0.05)
+        self._fail('Cyborg process not ready after %s s' % self.START_TIMEOUT)
+
+    def _fail(self, reason):
+        raise CyborgError('%s\n--- %s ---\n%s\n--- %s ---\n%s' % (
+            reason, self.output_path, _tail(self.output_path),
+            self.log_path, _tail(self.log_path)))
+
+    def _stop(self):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+    # REST helpers for test assertions (admin token).
+
+    def request(self, method, path, expected=(200,), token=None,
+                service_token=None, **kwargs):
+        """Call Cyborg's API at ``endpoint + path``; return the Response.
+
+        Raises :class:`CyborgError` with the body on other statuses.
+        """
+        headers = {'X-Auth-Token': token or identity.ADMIN_TOKEN}
+        if service_token:
+            headers['X-Service-Token'] = service_token
+        headers.update(kwargs.pop('headers', {}))
+        url = self.endpoint + path
+        resp = self.session.request(method, url, headers=headers,
+                                    timeout=self.REQUEST_TIMEOUT, **kwargs)
+        if resp.status_code not in expected:
+            raise CyborgError('%s %s: HTTP %s (expected %s): %s' % (
+                method, url, resp.status_code, expected, resp.text))
+        return resp
+
+    def report_data(self, hostname, devices):
+        """Report ``hostname``'s full device list like a cyborg-agent.
+
+        ``devices`` uses the JSON shape documented in
+        :mod:`tests.functional.harness.cyborg_process`.
+        """
+        resp = self.session.post(
+            self.url + '/_harness/report_data',
+            json={'hostname': hostname, 'devices': devices},
+            timeout=self.REQUEST_TIMEOUT)
+        if resp.status_code != 200:
+            raise CyborgError('report_data(%s): HTTP %s: %s' % (
+                hostname, resp.status_code, resp.text))
+        return resp.json()
+
+    def create_device_profile(self, name, groups, description=None):
+        body = {'name': name, 'groups': groups}
+        if description is not None:
+            body['description'] = description
+        return self.request('POST', '/device_profiles', json=[body],
+                            expected=(201,)).json()
+
+    def get_device_profiles(self, name=None):
+        params = {'name': name} if name else None
+        return self.request('GET', '/device_profiles',
+                            params=params).json()['device_profiles']
+
+    def list_arqs(self, instance_uuid=None):
+        """All ARQs of all projects (admin), or those of one instance."""
+        params = {'instance': instance_uuid} if instance_uuid else None
+        return self.request('GET', '/accelerator_requests',
+                            params=params).json()['arqs']
+
+    def get_arq(self, uuid):
+        return self.request('GET', '/accelerator_requests/%s' % uuid).json()
+
+    def list_deployables(self):
+        return self.request('GET', '/deployables').json()['deployables']
+
+    def list_devices(self):
+        return self.request('GET', '/devices').json()['devices']
+
+
+def _tail(path, lines=40):
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except OSError as e:
+        return '(%s)' % e
