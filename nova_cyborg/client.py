@@ -117,12 +117,12 @@ class CyborgClient(object):
             raise exception.CyborgError(
                 op=op, msg=_('could not reach Cyborg: %s') % e)
         if resp.status_code not in expected:
+            msg = _('Cyborg answered HTTP %(status)s to %(method)s %(url)s: '
+                    '%(error)s') % {'status': resp.status_code,
+                                    'method': method.upper(), 'url': url,
+                                    'error': _error_text(resp)}
             raise exception.CyborgError(op=op, status=resp.status_code,
-                                        msg=_(
-                'Cyborg answered HTTP %(status)s to %(method)s %(url)s: '
-                '%(error)s') % {'status': resp.status_code,
-                                'method': method.upper(), 'url': url,
-                                'error': _error_text(resp)})
+                                        msg=msg)
         return resp
 
     @staticmethod
@@ -226,7 +226,7 @@ class CyborgClient(object):
             self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch)
         except exception.CyborgError as e:
             raise exception.AcceleratorRequestBindingFailed(
-                arqs=list(bindings), msg=e.format_message())
+                arqs=list(bindings), msg=e.kwargs['msg'])
 
     # Queries
 

@@ -9,9 +9,15 @@ asynchronously in Cyborg, which then sends Nova the
 Unlike upstream, a failure at any step (creating, mapping a group to its
 provider, binding) deletes every ARQ created so far before raising, so no
 caller has to know which ARQs exist, and the error says which step failed.
+For an instance that has never run on a host (first build, reschedule,
+unshelve of an offloaded server) it also frees the Placement allocation
+the scheduler made: upstream's first-build failure path leaves the server
+in ERROR still holding its devices.
 """
 
 from oslo_log import log as logging
+
+from nova.scheduler.client import report
 
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
@@ -63,6 +69,32 @@ def _port_bindings(cyclient, instance, hostname, mapping, requested_networks,
     return bindings
 
 
+def _reason(exc):
+    """The innermost message of a failure, without repeated prefixes."""
+    kwargs = getattr(exc, 'kwargs', None) or {}
+    if isinstance(kwargs.get('msg'), str):
+        return kwargs['msg']
+    if hasattr(exc, 'format_message'):
+        return exc.format_message()
+    return str(exc) or type(exc).__name__
+
+
+def _free_allocation(context, instance):
+    """Free what the scheduler allocated for an instance not yet on a host.
+
+    An instance with a host (evacuation, rebuild) keeps its allocations:
+    they hold its current host's resources too.
+    """
+    if instance.obj_attr_is_set('host') and instance.host:
+        return
+    try:
+        report.report_client_singleton().delete_allocation_for_instance(
+            context, instance.uuid, force=True)
+    except Exception as e:
+        LOG.error('Could not free the allocation of the instance after its '
+                  'accelerators failed: %s', e, instance=instance)
+
+
 def create_and_bind_arqs(context, instance, hostname, request_spec,
                          requested_networks=None):
     """Create the instance's ARQs, map them to providers, start binding.
@@ -89,13 +121,13 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                                        ports, created))
         cyclient.bind_arqs(bindings)
     except Exception as e:
-        msg = (e.format_message() if hasattr(e, 'format_message')
-               else str(e))
+        msg = _reason(e)
         LOG.error('Creating or binding accelerator requests on %(host)s '
                   'failed; deleting ARQs %(arqs)s: %(err)s',
                   {'host': hostname, 'arqs': ','.join(created), 'err': msg},
                   instance=instance)
         cyclient.delete_arqs_by_uuid(created)
+        _free_allocation(context, instance)
         raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=msg)
     LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,
              instance=instance)

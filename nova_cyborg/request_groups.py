@@ -152,4 +152,3 @@ def build_request_groups(dp_groups, owner=None, dp_name=None):
             'the profile asks for %(total)d accelerators; at most %(limit)d '
             'are allowed per instance') % {'total': total, 'limit': limit})
     return request_groups
-

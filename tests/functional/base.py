@@ -21,7 +21,7 @@ host's real (simulated) inventory.
 """
 
 # Nova chooses eventlet or native threads before anything else is imported.
-from nova import monkey_patch ; monkey_patch.patch()  # noqa: E702
+from nova import monkey_patch; monkey_patch.patch()  # noqa: E702
 
 import collections  # noqa: E402
 from xml.etree import ElementTree
@@ -40,6 +40,13 @@ from tests.functional.harness import loopback
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 Handle = collections.namedtuple('Handle', 'host pf bdf')
+
+
+def nova_is_patched():
+    """True if Nova's accelerator calls are routed to nova_cyborg."""
+    import inspect
+    from nova.accelerator import cyborg
+    return 'nova_cyborg' in inspect.getsource(cyborg.get_client)
 
 
 def bdf_of(nodedev_name):
@@ -66,7 +73,15 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
     #: Trait every deployable of a host gets, besides CUSTOM_FPGA_<host>.
     DEVICE_TRAITS = ('CUSTOM_FPGA_INTEL',)
 
+    #: True to run against Nova patched by nova-cyborg, False for upstream.
+    PATCHED = True
+
     def setUp(self):
+        if nova_is_patched() != self.PATCHED:
+            self.fail('%s needs %s Nova 34: run "nova-cyborg-patch %s"' % (
+                type(self).__name__,
+                'patched' if self.PATCHED else 'unpatched',
+                'apply' if self.PATCHED else 'revert'))
         super().setUp()
         # Loopback sockets for what Cyborg calls.
         placement_app = placement_deploy.loadapp(

@@ -101,26 +101,19 @@ class BootTest(BootTestMixin, base.AcceleratorTestBase):
         self.assertEqual([], self.cyborg.list_arqs())
         self.assertEqual({}, self.allocations(server['id']))
 
-    def test_bind_failure_reschedules(self):
+    def test_bind_failure_is_error_with_fault(self):
         # Cyborg knows compute1's handles as in use while Placement still
-        # offers them: the bind fails there, and the build goes elsewhere.
-        # compute1 has more memory, so the RAM weigher tries it first.
-        self.start_accel_compute('compute1', report=False, memory_gb=32)
-        self._report_handles_in_use('compute1')
-        self.start_accel_compute('compute2')
-        _name, flavor = self.create_profile_flavor(
-            [{'resources:FPGA': '1'}])
-        server = self.boot(flavor)
-        self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
-        self.assert_accelerated(server, 1)
-
-    def test_bind_failure_without_alternate_is_error(self):
+        # offers them: Cyborg refuses the bind, which on a first build
+        # puts the server in ERROR with Cyborg's reason as the fault.
         self.start_accel_compute('compute1', report=False)
         self._report_handles_in_use('compute1')
         _name, flavor = self.create_profile_flavor(
             [{'resources:FPGA': '1'}])
         server = self.boot(flavor, expected_state='ERROR')
-        self.assertIn('BindFailed', self._get_fault_details(server))
+        fault = self._get_fault_details(server)
+        self.assertIn('Failed to bind accelerator requests: Cyborg answered '
+                      'HTTP 404 to PATCH /accelerator_requests', fault)
+        self.assertIn('AttachHandle not found', fault)
         self.assertEqual([], self.cyborg.list_arqs())
         self.assertEqual({}, self.allocations(server['id']))
 

@@ -1,5 +1,6 @@
 """Creating and binding ARQs in the conductor, against recorded HTTP."""
 
+import fixtures
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -26,6 +27,13 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.requests.post(ARQS, status_code=201, json={'arqs': [
             test_client._arq(uuids.a0, 0), test_client._arq(uuids.a1, 1)]})
         self.requests.delete(ARQS, status_code=204)
+        self.freed = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            lambda: self))
+
+    def delete_allocation_for_instance(self, context, uuid, force=False):
+        self.freed.append((uuid, force))
 
     def call(self, networks=None):
         return conductor.create_and_bind_arqs(
@@ -59,9 +67,25 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.assertIn('HTTP 500', exc.format_message())
         # Already deleted: Nova's own cleanup of exc.arqs finds nothing.
         self.assertEqual([], exc.arqs)
+        self.assertEqual(1, exc.format_message().count('Failed to bind'))
+        # Never on a host: the scheduler's allocation is freed too.
+        self.assertEqual([(uuids.inst, True)], self.freed)
         self.assertEqual(
             [('POST', None), ('PATCH', None),
              ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
+
+    def test_failure_keeps_allocation_of_instance_on_a_host(self):
+        # Evacuation: the allocation also holds the current host.
+        self.instance.host = 'source'
+        self.requests.patch(ARQS, status_code=500)
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.call)
+        self.assertEqual([], self.freed)
+
+    def test_success_keeps_allocation(self):
+        self.requests.patch(ARQS, status_code=202)
+        self.call()
+        self.assertEqual([], self.freed)
 
     def test_missing_provider_deletes_created_arqs(self):
         self.spec.requested_resources[1].provider_uuids = []
