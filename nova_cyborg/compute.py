@@ -16,10 +16,10 @@ from oslo_log import log as logging
 import nova.conf
 from nova import exception as nova_exception
 
+from nova_cyborg import attach_handle
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg.objects import accelerator_request
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -53,7 +53,6 @@ def check_bound(arqs, arq_uuids):
 
     :raises: AcceleratorRequestNotBound, InvalidAttachHandle
     """
-    allowed = set(CONF.nova_cyborg.allowed_attach_types)
     by_uuid = {arq.get('uuid'): arq for arq in arqs if isinstance(arq, dict)}
     result = []
     for arq_uuid in arq_uuids:
@@ -64,13 +63,8 @@ def check_bound(arqs, arq_uuids):
         if arq.get('state') != 'Bound':
             raise exception.AcceleratorRequestNotBound(
                 arq=arq_uuid, state=str(arq.get('state'))[:32])
-        accelerator_request.AcceleratorRequest.from_cyborg(arq)
-        if arq.get('attach_handle_type') not in allowed:
-            raise exception.InvalidAttachHandle(arq=arq_uuid, reason=_(
-                'attach handle type %(type)r is not one of %(allowed)s') % {
-                    'type': str(arq.get('attach_handle_type'))[:32],
-                    'allowed': ', '.join(sorted(allowed))})
         result.append(arq)
+    attach_handle.validate_for_attach(result)
     return result
 
 

@@ -119,7 +119,8 @@ class GetBoundArqsTest(test_client.ClientTestBase):
         arqs = [bound(uuids.a0)]
         self.answer(arqs, arqs)
         exc = self.assertRaises(exception.InvalidAttachHandle, self.get)
-        self.assertIn("'PCI' is not one of MDEV", exc.format_message())
+        self.assertIn('attach handle type PCI is not in [nova_cyborg] '
+                      'allowed_attach_types', exc.format_message())
 
     def test_no_arqs(self):
         self.assertEqual([], self.get(()))
