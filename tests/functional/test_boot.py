@@ -6,6 +6,8 @@ host's PCI inventory, each ARQ's state, host and provider against the
 Placement allocation, and that nothing is left behind.
 """
 
+from nova.tests.functional.api import client as api_client
+
 from tests.functional import base
 
 
@@ -116,6 +118,33 @@ class BootTest(BootTestMixin, base.AcceleratorTestBase):
         self.assertIn('AttachHandle not found', fault)
         self.assertEqual([], self.cyborg.list_arqs())
         self.assertEqual({}, self.allocations(server['id']))
+
+    def _assert_create_refused(self, flavor, message):
+        exc = self.assertRaises(
+            api_client.OpenStackApiException, self.api.post_server,
+            {'server': self._build_server(flavor_id=flavor,
+                                          image_uuid=base.IMAGE,
+                                          networks='none')})
+        self.assertEqual(400, exc.response.status_code)
+        self.assertIn(message, exc.response.text)
+        self.assertEqual([], self.api.get_servers())
+        self.assertEqual([], self.cyborg.list_arqs())
+
+    def test_unknown_profile_is_refused(self):
+        self.start_accel_compute('compute1')
+        flavor = self._create_flavor(
+            name='accel-missing',
+            extra_spec={'accel:device_profile': 'no-such-profile'})
+        self._assert_create_refused(flavor, 'no such device profile')
+
+    def test_malformed_profile_is_refused(self):
+        # Cyborg stores this profile; nova-cyborg refuses to schedule it.
+        self.start_accel_compute('compute1')
+        _name, flavor = self.create_profile_flavor(
+            [{'resources:FPGA': '1'},
+             {'trait:CUSTOM_FPGA_INTEL': 'forbidden'}])
+        self._assert_create_refused(
+            flavor, 'group 1: a group must request at least one resource')
 
     def _report_handles_in_use(self, hostname):
         devices = self.hosts[hostname]
