@@ -24,6 +24,8 @@ host's real (simulated) inventory.
 from nova import monkey_patch; monkey_patch.patch()  # noqa: E702
 
 import collections  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 from xml.etree import ElementTree
 
 import fixtures
@@ -100,6 +102,14 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
         self._configure_service_user()
         self.hosts = {}
+
+    def _setup_services(self):
+        # Nova's test config expects api-paste.ini under site-packages; pip
+        # installs Nova's data files under the environment's prefix.
+        paste = os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+        if os.path.exists(paste):
+            self.flags(api_paste_config=paste, group='wsgi')
+        super()._setup_services()
 
     def _configure_service_user(self):
         opts = ks_loading.get_auth_plugin_conf_options('admin_token')
