@@ -20,6 +20,7 @@ without resources or a profile asking for more accelerators than
 that names the group and the key.
 """
 
+import functools
 import re
 
 import os_resource_classes
@@ -64,13 +65,9 @@ def _is_trait(name):
     return name in _standard_traits()
 
 
-_STANDARD_TRAITS = []
-
-
+@functools.lru_cache(maxsize=1)
 def _standard_traits():
-    if not _STANDARD_TRAITS:
-        _STANDARD_TRAITS.append(frozenset(os_traits.get_traits()))
-    return _STANDARD_TRAITS[0]
+    return frozenset(os_traits.get_traits())
 
 
 def _amount(value):

@@ -23,7 +23,6 @@ host's real (simulated) inventory.
 # Nova chooses eventlet or native threads before anything else is imported.
 from nova import monkey_patch; monkey_patch.patch()  # noqa: E702
 
-import collections  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from xml.etree import ElementTree
@@ -41,7 +40,6 @@ from tests.functional.harness import identity
 from tests.functional.harness import loopback
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
-Handle = collections.namedtuple('Handle', 'host pf bdf')
 
 
 def nova_is_patched():
