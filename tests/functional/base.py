@@ -55,6 +55,12 @@ def bdf_of(nodedev_name):
     return '%s:%s:%s.%s' % (dom, bus, slot, fn)
 
 
+def canonical_bdf(domain, bus, slot, function):
+    """Hex strings (with or without 0x) -> '0000:81:00.1'."""
+    return '%04x:%02x:%02x.%x' % tuple(
+        int(part, 16) for part in (domain, bus, slot, function))
+
+
 def cpid(bdf):
     dom, bus, rest = bdf.split(':')
     slot, fn = rest.split('.')
@@ -185,9 +191,8 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
                 for dev in self.hosts[hostname]]
 
     def handle_bdfs(self, hostname):
-        return {h['attach_info']['domain'] + ':' + h['attach_info']['bus'] +
-                ':' + h['attach_info']['device'] + '.' +
-                h['attach_info']['function']
+        return {canonical_bdf(*(h['attach_info'][k] for k in
+                                ('domain', 'bus', 'device', 'function')))
                 for dev in self.hosts[hostname]
                 for dep in dev['deployables']
                 for h in dep['attach_handles']}
@@ -226,16 +231,15 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         bdfs = []
         for hostdev in root.findall('./devices/hostdev[@type="pci"]'):
             addr = hostdev.find('./source/address')
-            bdfs.append('%04x:%02x:%02x.%x' % tuple(
-                int(addr.get(k), 16)
-                for k in ('domain', 'bus', 'slot', 'function')))
+            bdfs.append(canonical_bdf(*(
+                addr.get(k) for k in ('domain', 'bus', 'slot', 'function'))))
         return sorted(bdfs)
 
     @staticmethod
     def arq_bdf(arq):
         info = arq['attach_handle_info']
-        return '%04x:%02x:%02x.%x' % tuple(
-            int(info[k], 16) for k in ('domain', 'bus', 'device', 'function'))
+        return canonical_bdf(*(
+            info[k] for k in ('domain', 'bus', 'device', 'function')))
 
     def allocations(self, server_id):
         return self.placement.get(
