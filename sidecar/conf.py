@@ -1,0 +1,167 @@
+"""Configuration of the sidecar daemon.
+
+Options are registered on the ``ConfigOpts`` object the caller passes, never
+implicitly on the global ``cfg.CONF``: the daemon's ``main`` passes
+``cfg.CONF``; tests build one ``ConfigOpts`` per simulated host.
+"""
+
+import socket
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+DEFAULT_OPTS = [
+    cfg.StrOpt('host',
+               default=socket.gethostname(),
+               sample_default='<current_hostname>',
+               help='Name of this compute host. It must equal nova-compute\'s '
+                    '``[DEFAULT] host``: cyborg-conductor calls the sidecar on '
+                    'the RPC server of that name (topic ``cyborg-agent``), '
+                    'and deployables are named ``<host>_<pci address>``.'),
+]
+
+SIDECAR_OPTS = [
+    cfg.ListOpt('enabled_drivers',
+                default=['pci'],
+                help='Discovery drivers to load, by entry point name in the '
+                     '``nova_cyborg.sidecar.drivers`` namespace. Shipped: '
+                     '``pci`` (generic, selected by ``[pci] device_spec``), '
+                     '``fpga``, ``gpu`` and ``fake``.'),
+    cfg.StrOpt('discovery_source',
+               default='sysfs',
+               choices=[('sysfs', 'Read PCI devices under ``sysfs_root``.'),
+                        ('libvirt', 'Read PCI node devices from libvirt at '
+                                    '``libvirt_uri``.')],
+               help='Where drivers read the host\'s PCI devices from. FPGA '
+                    'and mdev details always come from sysfs.'),
+    cfg.StrOpt('sysfs_root',
+               default='/sys',
+               help='Root of the sysfs tree. Tests and demos point it at a '
+                    'generated tree.'),
+    cfg.StrOpt('libvirt_uri',
+               default='qemu:///system',
+               help='libvirt connection (read-only) used to list node devices '
+                    'and to find which devices running domains use.'),
+    cfg.StrOpt('resource_provider_name',
+               help='Name of this host\'s compute node resource provider in '
+                    'Placement, sent as the host name of every report. '
+                    'Defaults to ``[DEFAULT] host``. Checked at start.'),
+    cfg.IntOpt('report_interval',
+               default=60, min=1,
+               help='Seconds between discovery cycles. A cycle that finds '
+                    'no change sends nothing.'),
+    cfg.IntOpt('resync_interval',
+               default=600, min=0,
+               help='Seconds after which an unchanged device list is sent '
+                    'again anyway, so that a conductor whose database was '
+                    'restored or rebuilt converges. 0 disables it.'),
+    cfg.StrOpt('state_path',
+               default='/var/lib/nova-cyborg-sidecar',
+               help='Directory for the sidecar\'s programming journal. It '
+                    'must survive restarts of the daemon.'),
+    cfg.IntOpt('program_lease',
+               default=600, min=0,
+               help='Seconds a freshly programmed device stays promised to '
+                    'the function it was programmed with. Within that time, '
+                    'and for as long as a domain on this host uses one of its '
+                    'attach handles, a request for another function is '
+                    'refused. Set it above Nova\'s '
+                    '``[DEFAULT] arq_binding_timeout``.'),
+    cfg.IntOpt('program_timeout',
+               default=900, min=1,
+               help='Seconds one programming job may take before it is '
+                    'considered failed.'),
+    cfg.IntOpt('rpc_response_timeout',
+               default=120, min=1,
+               help='Seconds to wait for cyborg-conductor to answer a '
+                    'report.'),
+]
+
+PCI_OPTS = [
+    cfg.MultiStrOpt('device_spec',
+                    default=[],
+                    help='A JSON object selecting PCI functions the ``pci`` '
+                         'driver reports, in the spirit of Nova\'s '
+                         '``[pci] device_spec``. Keys: ``vendor_id``, '
+                         '``product_id`` (hex, or ``*``), ``address`` (a '
+                         'glob such as ``0000:81:*``), ``resource_class`` '
+                         '(default ``PCI``, becomes ``CUSTOM_PCI``), '
+                         '``traits`` (a list, normalized to ``CUSTOM_`` '
+                         'names unless standard), ``physical_function`` '
+                         '(true: report PFs; false (default): report VFs '
+                         'of matched PFs, or the function itself when it '
+                         'has none). May be repeated.'),
+]
+
+GPU_OPTS = [
+    cfg.ListOpt('enabled_mdev_types',
+                default=[],
+                help='mdev types (for example ``nvidia-35``) the ``gpu`` '
+                     'driver offers as VGPU. A GPU with none of these '
+                     'types is offered whole, as PGPU.'),
+]
+
+FPGA_OPTS = [
+    cfg.StrOpt('programmer',
+               default='fpga_manager',
+               choices=[('fpga_manager',
+                         'The Linux FPGA manager: the bitstream is copied to '
+                         '``firmware_path`` and its name written to '
+                         '``<sysfs_root>/class/fpga_manager/<mgr>/firmware``.'),
+                        ('command',
+                         'A vendor command, ``program_command``.')],
+               help='How a bitstream is written to an FPGA. Runs through '
+                    'oslo.privsep.'),
+    cfg.StrOpt('program_command',
+               help='Vendor programming command for ``programmer = '
+                    'command``. ``{address}`` and ``{bitstream}`` are '
+                    'replaced by the PCI address and the bitstream file; '
+                    'the command is split with shlex and never run through '
+                    'a shell.'),
+    cfg.StrOpt('firmware_path',
+               default='/lib/firmware',
+               help='Directory the FPGA manager loads firmware from.'),
+    cfg.IntOpt('max_bitstream_size',
+               default=1024, min=1,
+               help='Largest bitstream (MiB) the sidecar downloads.'),
+]
+
+GROUPS = {
+    'sidecar': SIDECAR_OPTS,
+    'pci': PCI_OPTS,
+    'gpu': GPU_OPTS,
+    'fpga': FPGA_OPTS,
+}
+
+KSA_GROUPS = {
+    'glance': 'image',
+    'placement': 'placement',
+}
+
+
+def register_opts(conf):
+    conf.register_opts(DEFAULT_OPTS)
+    for group, opts in GROUPS.items():
+        conf.register_opts(opts, group=group)
+    for group, service_type in KSA_GROUPS.items():
+        ks_loading.register_session_conf_options(conf, group)
+        ks_loading.register_auth_conf_options(conf, group)
+        ks_loading.register_adapter_conf_options(conf, group)
+        conf.set_default('service_type', service_type, group=group)
+        conf.set_default('valid_interfaces', ['internal', 'public'],
+                         group=group)
+
+
+def _ksa_opts(group):
+    opts = (ks_loading.get_session_conf_options() +
+            ks_loading.get_auth_common_conf_options() +
+            ks_loading.get_adapter_conf_options(include_deprecated=False))
+    return ks_loading.get_auth_plugin_conf_options('password') + opts
+
+
+def list_opts():
+    """oslo-config-generator entry point."""
+    result = [('DEFAULT', DEFAULT_OPTS)]
+    result.extend((group, opts) for group, opts in GROUPS.items())
+    result.extend((group, _ksa_opts(group)) for group in KSA_GROUPS)
+    return result

@@ -1,0 +1,2 @@
+"""Discovery drivers, loaded with stevedore from the
+``nova_cyborg.sidecar.drivers`` entry point namespace."""

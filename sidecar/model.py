@@ -1,0 +1,81 @@
+"""What discovery drivers report: plain, immutable values.
+
+Drivers return these; :mod:`sidecar.report` turns them into the wire objects
+cyborg-conductor expects. Keeping the two apart lets drivers stay free of
+oslo.versionedobjects and lets the reporter compare cycles cheaply (these are
+hashable and comparable).
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+_BDF_RE = re.compile(
+    r'^(?P<domain>[0-9a-f]{4}):(?P<bus>[0-9a-f]{2}):'
+    r'(?P<slot>[0-9a-f]{2})\.(?P<function>[0-7])$')
+
+# Cyborg 17 device types (cyborg.common.constants.DEVICE_TYPE).
+DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD', 'MDEV', 'PCI',
+                'NVMe')
+
+
+def parse_bdf(address):
+    """Return (domain, bus, slot, function) hex strings of a PCI address.
+
+    Accepts only the canonical lower-case ``dddd:bb:ss.f`` form sysfs and
+    libvirt use; raises ValueError for anything else.
+    """
+    match = _BDF_RE.match(address or '')
+    if not match:
+        raise ValueError('not a PCI address: %r' % (address,))
+    return (match.group('domain'), match.group('bus'), match.group('slot'),
+            match.group('function'))
+
+
+@dataclasses.dataclass(frozen=True)
+class AttachHandle:
+    """Something Nova attaches to a guest: a PCI function or an mdev slot.
+
+    ``attach_type`` is ``PCI`` or ``MDEV``. ``address`` is the PCI address
+    (of the function itself, or of the parent GPU for MDEV). ``mdev_type``
+    is set for MDEV handles only.
+    """
+    attach_type: str
+    address: str
+    mdev_type: Optional[str] = None
+
+    def attach_info(self):
+        """The attach_info dict Cyborg stores and Nova later validates."""
+        domain, bus, slot, function = parse_bdf(self.address)
+        info = {'domain': domain, 'bus': bus, 'device': slot,
+                'function': function}
+        if self.attach_type == 'MDEV':
+            info['asked_type'] = self.mdev_type
+        return info
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployable:
+    """One resource provider's worth of accelerators.
+
+    ``name`` is the suffix after ``<host>_``: cyborg-conductor uses the full
+    deployable name as the Placement provider name.
+    """
+    name: str
+    resource_class: str
+    num_accelerators: int
+    traits: tuple = ()
+    attach_handles: tuple = ()
+    driver_name: str = ''
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """A physical device: one control path (PCI PF) and its deployables."""
+    type: str
+    vendor: str
+    model: str
+    address: str
+    deployables: tuple = ()
+    std_board_info: tuple = ()  # sorted (key, value) pairs
+    driver_name: str = ''
