@@ -16,7 +16,7 @@ _BDF_RE = re.compile(
 
 # Cyborg 17 device types (cyborg.common.constants.DEVICE_TYPE).
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD', 'MDEV', 'PCI',
-                'NVMe')
+                'NVME')
 
 
 def parse_bdf(address):
@@ -43,6 +43,11 @@ class AttachHandle:
     attach_type: str
     address: str
     mdev_type: Optional[str] = None
+    #: MDEV only: which of the type's instances this handle is (0..n-1).
+    #: cyborg-conductor tells attach handles apart by attach_info alone, so
+    #: it goes into attach_info as ``vgpu_mark``, as Cyborg's NVIDIA
+    #: driver does.
+    instance: int = 0
 
     def attach_info(self):
         """The attach_info dict Cyborg stores and Nova later validates."""
@@ -51,6 +56,7 @@ class AttachHandle:
                 'function': function}
         if self.attach_type == 'MDEV':
             info['asked_type'] = self.mdev_type
+            info['vgpu_mark'] = '%s_%d' % (self.mdev_type, self.instance)
         return info
 
 

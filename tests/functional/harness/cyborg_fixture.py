@@ -28,7 +28,7 @@ CYBORG_SERVICE_TOKEN = identity.make_token(
 CONFIG_TEMPLATE = """\
 [DEFAULT]
 host = cyborg-harness
-transport_url = fake://
+transport_url = {transport_url}
 debug = true
 log_file = {log_path}
 use_stderr = false
@@ -67,6 +67,11 @@ class CyborgFixture(fixtures.Fixture):
     :param nova_url: Nova compute API URL, e.g. ``http://127.0.0.1:P/v2.1``.
     :param base_dir: where to put cyborg.conf, the DB and logs; a temporary
         directory removed at cleanup when None.
+    :param transport_url: ``fake://`` (the default) keeps RPC inside the
+        child; a ``rabbit://`` URL lets a sidecar in another process serve
+        the agent RPC and report.
+    :param clouds_yaml: an openstacksdk clouds.yaml with the cloud
+        ``devstack-admin``, where cyborg-conductor looks bitstreams up.
 
     After setUp: ``endpoint`` (``http://127.0.0.1:P/accelerator/v2``, what
     Nova's ``[cyborg] endpoint_override`` wants), ``url`` (root of the child
@@ -76,11 +81,14 @@ class CyborgFixture(fixtures.Fixture):
     START_TIMEOUT = 60
     REQUEST_TIMEOUT = 30
 
-    def __init__(self, placement_url, nova_url, base_dir=None):
+    def __init__(self, placement_url, nova_url, base_dir=None,
+                 transport_url='fake://', clouds_yaml=None):
         super().__init__()
         self.placement_url = placement_url.rstrip('/')
         self.nova_url = nova_url.rstrip('/')
         self._base_dir = base_dir
+        self.transport_url = transport_url
+        self.clouds_yaml = clouds_yaml
 
     def _setUp(self):
         self.base_dir = (self._base_dir
@@ -100,10 +108,14 @@ class CyborgFixture(fixtures.Fixture):
                 log_path=self.log_path,
                 db_path=db_path,
                 base_dir=self.base_dir,
+                transport_url=self.transport_url,
                 placement_url=self.placement_url,
                 nova_url=self.nova_url,
                 nova_token=CYBORG_SERVICE_TOKEN))
 
+        env = dict(os.environ)
+        if self.clouds_yaml:
+            env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
         start = time.monotonic()
         with open(self.output_path, 'wb') as out:
             self.process = subprocess.Popen(
@@ -111,7 +123,8 @@ class CyborgFixture(fixtures.Fixture):
                  'tests.functional.harness.cyborg_process',
                  '--config-file', self.config_path,
                  '--port-file', port_file],
-                cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.addCleanup(self._stop)
 

@@ -1,0 +1,59 @@
+"""Which devices the domains on this host use, asked of libvirt."""
+
+from xml.etree import ElementTree
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+
+def _hex(value):
+    return int(value, 16)
+
+
+def _pci_address(address):
+    try:
+        return '%04x:%02x:%02x.%x' % (
+            _hex(address.get('domain')), _hex(address.get('bus')),
+            _hex(address.get('slot')), _hex(address.get('function')))
+    except (TypeError, ValueError):
+        return None
+
+
+def devices_in_xml(xml):
+    """PCI addresses and mdev UUIDs of a domain XML's ``<hostdev>``."""
+    pci, mdevs = set(), set()
+    root = ElementTree.fromstring(xml)
+    for hostdev in root.iterfind('./devices/hostdev'):
+        address = hostdev.find('./source/address')
+        if address is None:
+            continue
+        if hostdev.get('type') == 'pci':
+            bdf = _pci_address(address)
+            if bdf:
+                pci.add(bdf)
+        elif hostdev.get('type') == 'mdev' and address.get('uuid'):
+            mdevs.add(address.get('uuid').lower())
+    return pci, mdevs
+
+
+class DomainInspector:
+    """Ask libvirt which PCI functions and mdevs defined domains use.
+
+    ``connect`` returns a libvirt connection (read-only is enough). Every
+    defined domain counts, running or not: a stopped server still owns its
+    device.
+    """
+
+    def __init__(self, connect):
+        self._connect = connect
+
+    def devices_in_use(self):
+        """Return ``{pci address or mdev uuid: domain name}``."""
+        users = {}
+        conn = self._connect()
+        for domain in conn.listAllDomains(0):
+            pci, mdevs = devices_in_xml(domain.XMLDesc(0))
+            for device in pci | mdevs:
+                users[device] = domain.name()
+        return users

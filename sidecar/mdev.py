@@ -1,0 +1,79 @@
+"""create_vgpu_mdev and remove_vgpu_mdev: mediated devices on reported
+GPUs, for the handles this host reported, written through privsep."""
+
+import os
+
+from oslo_log import log as logging
+from oslo_utils import uuidutils
+
+from sidecar import exception
+from sidecar import model
+from sidecar import privileged
+
+LOG = logging.getLogger(__name__)
+
+
+class MdevManager:
+
+    def __init__(self, sysfs_root, inventory, domains):
+        self._root = sysfs_root
+        self._inventory = inventory
+        self._domains = domains
+
+    def _validate(self, pci_addr, asked_type, ah_uuid):
+        try:
+            model.parse_bdf(pci_addr)
+        except ValueError:
+            raise exception.InvalidArgument(name='pci_addr',
+                                            reason='not a PCI address')
+        if not uuidutils.is_uuid_like(ah_uuid):
+            raise exception.InvalidArgument(name='ah_uuid',
+                                            reason='not a UUID')
+        ah_uuid = str(ah_uuid).lower()
+        device = self._inventory.device(pci_addr)
+        types = set()
+        if device is not None:
+            types = {h.mdev_type for dep in device.deployables
+                     for h in dep.attach_handles if h.attach_type == 'MDEV'}
+        if not types:
+            raise exception.UnknownDevice(kind='mdev-capable',
+                                          address=pci_addr)
+        if asked_type not in types:
+            raise exception.InvalidArgument(
+                name='asked_type',
+                reason='%r is not an mdev type offered by %s' % (
+                    asked_type, pci_addr))
+        return ah_uuid
+
+    def _exists(self, ah_uuid):
+        return os.path.exists(
+            os.path.join(self._root, 'bus', 'mdev', 'devices', ah_uuid))
+
+    def create(self, pci_addr, asked_type, ah_uuid):
+        ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
+        if self._exists(ah_uuid):
+            LOG.info('mdev %s exists already', ah_uuid)
+            return
+        LOG.info('Creating mdev %(uuid)s of type %(type)s on %(addr)s',
+                 {'uuid': ah_uuid, 'type': asked_type, 'addr': pci_addr})
+        try:
+            privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
+        except OSError as exc:
+            raise exception.MdevError(uuid=ah_uuid, address=pci_addr,
+                                      reason=str(exc))
+
+    def remove(self, pci_addr, asked_type, ah_uuid):
+        ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
+        users = self._domains.devices_in_use()
+        if ah_uuid in users:
+            raise exception.DeviceBusy(
+                address=ah_uuid, reason='used by domain %s' % users[ah_uuid])
+        if not self._exists(ah_uuid):
+            LOG.info('mdev %s does not exist; nothing to remove', ah_uuid)
+            return
+        LOG.info('Removing mdev %s', ah_uuid)
+        try:
+            privileged.remove_mdev(self._root, ah_uuid)
+        except OSError as exc:
+            raise exception.MdevError(uuid=ah_uuid, address=pci_addr,
+                                      reason=str(exc))

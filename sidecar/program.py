@@ -1,0 +1,273 @@
+"""FPGA programming without the race of seed 004.
+
+For one device, programming requests are serialized. A device is never
+reprogrammed while a domain on this host uses one of its attach handles
+(libvirt is asked each time), nor while it is promised to another function:
+after a device is programmed it stays promised to that function for
+``[sidecar] program_lease`` seconds, so that a server bound to it and not yet
+started is not pulled from under. The promise ends early once a domain that
+used the device is gone. While a device is programmed its resource providers
+offer nothing (``reserved = total``); afterwards the function trait names
+the loaded bitstream. A job in flight is journaled, so a sidecar killed
+mid-programming undoes the reservation and sets the trait to what the device
+really holds when it comes back.
+"""
+
+import os
+import re
+import threading
+import time
+import uuid
+
+from oslo_log import log as logging
+from oslo_utils import uuidutils
+
+from sidecar import exception
+from sidecar import report
+
+LOG = logging.getLogger(__name__)
+
+FUNCTION_TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID'
+_FUNCTION_ID_RE = re.compile(r'^[A-Za-z0-9_]{1,64}$')
+_DRIVER_NAME_RE = re.compile(r'^[A-Za-z0-9_]{1,32}$')
+_HEX_RE = re.compile(r'^(0x)?[0-9a-fA-F]{1,4}$')
+
+
+def function_trait(driver_name, function_id):
+    """The trait cyborg-conductor puts on a provider after programming."""
+    return '_'.join((FUNCTION_TRAIT_PREFIX, driver_name.upper(),
+                     function_id.upper()))
+
+
+def provider_uuid(name):
+    """cyborg-conductor's provider UUID for a deployable name."""
+    return str(uuid.uuid3(uuid.NAMESPACE_DNS, name))
+
+
+def _cpid_address(controlpath_id):
+    """The PCI address in cyborg-conductor's controlpath_id argument."""
+    if not isinstance(controlpath_id, dict):
+        raise exception.InvalidArgument(name='controlpath_id',
+                                        reason='not an object')
+    if controlpath_id.get('cpid_type') != 'PCI':
+        raise exception.InvalidArgument(
+            name='controlpath_id', reason='cpid_type is not PCI')
+    info = controlpath_id.get('cpid_info')
+    if not isinstance(info, dict):
+        raise exception.InvalidArgument(name='controlpath_id',
+                                        reason='cpid_info is not an object')
+    widths = (('domain', 4), ('bus', 2), ('device', 2), ('function', 1))
+    parts = []
+    for key, width in widths:
+        value = info.get(key)
+        if not isinstance(value, str) or not _HEX_RE.match(value):
+            raise exception.InvalidArgument(
+                name='controlpath_id',
+                reason='%s is not a hexadecimal number' % key)
+        number = int(value, 16)
+        if number >= 16 ** width or (key == 'function' and number > 7):
+            raise exception.InvalidArgument(
+                name='controlpath_id', reason='%s is out of range' % key)
+        parts.append('%0*x' % (width, number))
+    return '%s:%s:%s.%s' % tuple(parts)
+
+
+class ProgramManager:
+    """Serve ``fpga_program`` for the FPGAs this host reported."""
+
+    def __init__(self, host, inventory, programmer, images, placement,
+                 domains, journal, lease_seconds, clock=time.time):
+        self._host = host
+        self._inventory = inventory
+        self._programmer = programmer
+        self._images = images
+        self._placement = placement
+        self._domains = domains
+        self._journal = journal
+        self._lease_seconds = lease_seconds
+        self._clock = clock
+        self._locks = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, address):
+        with self._locks_guard:
+            return self._locks.setdefault(address, threading.Lock())
+
+    # -- checks ---------------------------------------------------------
+
+    def _fpga(self, address, driver_name):
+        device = self._inventory.device(address)
+        if device is None or device.type != 'FPGA':
+            raise exception.UnknownDevice(kind='FPGA', address=address)
+        names = {dep.driver_name for dep in device.deployables}
+        if driver_name not in names:
+            raise exception.InvalidArgument(
+                name='driver_name',
+                reason='%s does not drive %s' % (driver_name, address))
+        return device
+
+    @staticmethod
+    def _device_addresses(device):
+        addresses = {device.address}
+        for dep in device.deployables:
+            addresses.update(h.address for h in dep.attach_handles)
+        return addresses
+
+    @staticmethod
+    def _loaded_traits(device):
+        return {t for dep in device.deployables for t in dep.traits
+                if t.startswith(FUNCTION_TRAIT_PREFIX)}
+
+    def _users(self, device):
+        in_use = self._domains.devices_in_use()
+        addresses = self._device_addresses(device)
+        return sorted({name for dev, name in in_use.items()
+                       if dev in addresses})
+
+    def _check_free(self, device, wanted):
+        users = self._users(device)
+        if users:
+            raise exception.DeviceBusy(
+                address=device.address,
+                reason='attach handles used by domain(s) %s' %
+                ', '.join(users))
+        lease = self._journal.leases.get(device.address)
+        if (lease and lease['trait'] != wanted and
+                lease['expires'] > self._clock()):
+            raise exception.DeviceBusy(
+                address=device.address,
+                reason='promised to %s for %d more seconds' % (
+                    lease['trait'], lease['expires'] - self._clock()))
+
+    # -- placement ------------------------------------------------------
+
+    def _providers(self, device):
+        result = []
+        for dep in device.deployables:
+            name = report.deployable_name(self._host, dep)
+            rp = self._placement.find_provider(name)
+            if rp is None:
+                raise exception.PlacementError(
+                    reason='no resource provider %s yet' % name)
+            result.append(rp)
+        return result
+
+    def _lease(self, device, trait, seen_in_use=False):
+        self._journal.leases.put(device.address, {
+            'trait': trait,
+            'expires': self._clock() + self._lease_seconds,
+            'seen_in_use': seen_in_use})
+
+    # -- the RPC method -------------------------------------------------
+
+    def fpga_program(self, controlpath_id, bitstream_uuid, driver_name):
+        address = _cpid_address(controlpath_id)
+        bitstream_uuid = str(bitstream_uuid)
+        if not uuidutils.is_uuid_like(bitstream_uuid):
+            raise exception.InvalidArgument(name='bitstream_uuid',
+                                            reason='not a UUID')
+        if (not isinstance(driver_name, str) or
+                not _DRIVER_NAME_RE.match(driver_name)):
+            raise exception.InvalidArgument(name='driver_name',
+                                            reason='not a driver name')
+        self._fpga(address, driver_name)
+        metadata = self._images.get_metadata(bitstream_uuid)
+        function_id = self._images.function_id(metadata)
+        if not function_id or not _FUNCTION_ID_RE.match(function_id):
+            raise exception.BitstreamError(
+                image_id=bitstream_uuid,
+                reason='its accel:function_id %r cannot name a trait' %
+                (function_id,))
+        wanted = function_trait(driver_name, function_id)
+        with self._lock(address):
+            device = self._fpga(address, driver_name)
+            if wanted in self._loaded_traits(device):
+                LOG.info('%(addr)s already holds %(trait)s; not '
+                         'reprogramming', {'addr': address, 'trait': wanted})
+                self._lease(device, wanted, bool(self._users(device)))
+                return True
+            self._check_free(device, wanted)
+            self._program(device, bitstream_uuid, wanted)
+        return True
+
+    def _program(self, device, image_id, wanted):
+        address = device.address
+        providers = self._providers(device)
+        job = {'image': image_id, 'trait': wanted, 'started': self._clock(),
+               'reserved': {}}
+        self._journal.jobs.put(address, job)
+        try:
+            for rp in providers:
+                job['reserved'][rp] = self._placement.reserve_all(rp)
+                self._journal.jobs.put(address, job)
+            path = os.path.join(self._journal.path, '%s.bit' % image_id)
+            LOG.info('Programming %(addr)s with bitstream %(image)s',
+                     {'addr': address, 'image': image_id})
+            try:
+                self._images.download(image_id, path)
+                self._programmer.program(address, path)
+            finally:
+                if os.path.exists(path):
+                    os.unlink(path)
+            device = self._inventory.refresh_device(address)
+            loaded = self._loaded_traits(device) if device else set()
+            if wanted not in loaded:
+                raise exception.ProgrammingFailed(
+                    address=address,
+                    reason='the device reports %s after loading %s' % (
+                        ', '.join(sorted(loaded)) or 'no function', wanted))
+            for rp in providers:
+                self._placement.replace_traits_with_prefix(
+                    rp, FUNCTION_TRAIT_PREFIX, [wanted])
+            self._lease(device, wanted)
+            LOG.info('Programmed %(addr)s: it now holds %(trait)s',
+                     {'addr': address, 'trait': wanted})
+        finally:
+            self._finish(address, job)
+
+    def _finish(self, address, job):
+        """Give the providers back and close the journal entry."""
+        for rp, previous in job['reserved'].items():
+            try:
+                self._placement.restore_reserved(rp, previous)
+            except exception.SidecarError as exc:
+                LOG.error('Could not restore the reservation of provider '
+                          '%(rp)s: %(exc)s; it stays reserved and is retried '
+                          'at the next start', {'rp': rp, 'exc': exc})
+                return
+        self._journal.jobs.pop(address)
+
+    # -- start and housekeeping -----------------------------------------
+
+    def recover(self):
+        """Undo jobs a killed sidecar left half done."""
+        for address, job in self._journal.jobs.items():
+            LOG.warning('Programming of %(addr)s with %(image)s was '
+                        'interrupted; restoring its providers',
+                        {'addr': address, 'image': job.get('image')})
+            device = self._inventory.refresh_device(address)
+            if device is not None:
+                loaded = sorted(self._loaded_traits(device))
+                for rp in job.get('reserved', {}):
+                    self._placement.replace_traits_with_prefix(
+                        rp, FUNCTION_TRAIT_PREFIX, loaded)
+            self._finish(address, job)
+
+    def housekeep(self):
+        """End promises whose server came and went."""
+        leases = self._journal.leases.items()
+        if not leases:
+            return
+        in_use = set(self._domains.devices_in_use())
+        for address, lease in leases:
+            device = self._inventory.device(address)
+            used = device is not None and bool(
+                self._device_addresses(device) & in_use)
+            if used and not lease.get('seen_in_use'):
+                self._journal.leases.put(address, dict(lease,
+                                                       seen_in_use=True))
+            elif ((not used and lease.get('seen_in_use')) or
+                  lease['expires'] <= self._clock()):
+                LOG.info('%s is no longer promised to %s',
+                         address, lease['trait'])
+                self._journal.leases.pop(address)

@@ -1,0 +1,135 @@
+"""Turn discovered devices into Cyborg's wire objects, and send them only
+when they changed.
+
+cyborg-agent sends its full device list every minute, and cyborg-conductor
+reads its whole database to diff it each time. The sidecar sends the list at
+start, when a cycle finds a change, after a failed send, and every
+``[sidecar] resync_interval`` seconds (so a conductor whose database was
+rebuilt converges); a cycle with no change sends nothing.
+"""
+
+import hashlib
+import time
+
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from sidecar import model
+from sidecar import objects
+
+LOG = logging.getLogger(__name__)
+
+#: Traits that change when a device is reprogrammed. cyborg-conductor diffs
+#: attributes by key (``trait0``..``traitN``); keeping these after the static
+#: traits means a change of function touches one key and no other trait.
+DYNAMIC_TRAIT_PREFIXES = ('CUSTOM_FPGA_FUNCTION_ID',)
+
+
+def _trait_order(trait):
+    return (trait.startswith(DYNAMIC_TRAIT_PREFIXES), trait)
+
+
+def deployable_name(host, deployable):
+    """The name cyborg-conductor gives the deployable's resource provider."""
+    return '%s_%s' % (host, deployable.name)
+
+
+def _controlpath(address):
+    domain, bus, slot, function = model.parse_bdf(address)
+    return objects.DriverControlPathID(
+        cpid_type='PCI',
+        cpid_info=objects.dumps_sorted({'domain': domain, 'bus': bus,
+                                        'device': slot,
+                                        'function': function}))
+
+
+def _deployable(host, dep):
+    attributes = [objects.DriverAttribute(key='rc', value=dep.resource_class)]
+    for index, trait in enumerate(sorted(set(dep.traits), key=_trait_order)):
+        attributes.append(
+            objects.DriverAttribute(key='trait%d' % index, value=trait))
+    handles = [
+        objects.DriverAttachHandle(
+            attach_type=handle.attach_type,
+            attach_info=objects.dumps_sorted(handle.attach_info()),
+            in_use=False)
+        for handle in dep.attach_handles]
+    return objects.DriverDeployable(
+        name=deployable_name(host, dep),
+        num_accelerators=dep.num_accelerators,
+        driver_name=dep.driver_name or None,
+        attribute_list=attributes,
+        attach_handle_list=handles)
+
+
+def to_wire(host, devices):
+    """Return the ``DriverDevice`` list cyborg-conductor's report_data takes.
+
+    Devices are sorted by control path so that equal inventories give equal
+    lists.
+    """
+    result = []
+    for device in sorted(devices, key=lambda d: d.address):
+        result.append(objects.DriverDevice(
+            vendor=device.vendor,
+            model=device.model,
+            type=device.type,
+            std_board_info=jsonutils.dumps(dict(device.std_board_info),
+                                           sort_keys=True),
+            vendor_board_info=None,
+            controlpath_id=_controlpath(device.address),
+            deployable_list=[_deployable(host, dep)
+                             for dep in device.deployables],
+            stub=False))
+    return result
+
+
+def digest(wire_devices):
+    """A stable digest of what a report would send."""
+    primitive = [d.obj_to_primitive() for d in wire_devices]
+    blob = jsonutils.dumps(primitive, sort_keys=True).encode('utf-8')
+    return hashlib.sha256(blob).hexdigest()
+
+
+class Reporter:
+    """Send ``report_data`` when, and only when, it is needed."""
+
+    def __init__(self, conductor, host, rp_name, resync_interval,
+                 clock=time.monotonic):
+        self._conductor = conductor
+        self._host = host
+        self._rp_name = rp_name
+        self._resync_interval = resync_interval
+        self._clock = clock
+        self._sent_digest = None
+        self._sent_at = None
+        self.sends = 0
+
+    def invalidate(self):
+        """Forget what was sent: the next ``report`` sends in any case."""
+        self._sent_digest = None
+
+    def _due(self, current):
+        if current != self._sent_digest:
+            return True
+        if not self._resync_interval:
+            return False
+        return self._clock() - self._sent_at >= self._resync_interval
+
+    def report(self, context, devices):
+        """Send ``devices`` if needed. Returns True if a report was sent.
+
+        A failed send raises; the next call sends again.
+        """
+        wire = to_wire(self._host, devices)
+        current = digest(wire)
+        if not self._due(current):
+            return False
+        self._sent_digest = None
+        LOG.info('Reporting %(n)d device(s) of %(host)s to cyborg-conductor',
+                 {'n': len(wire), 'host': self._rp_name})
+        self._conductor.report_data(context, self._rp_name, wire)
+        self._sent_digest = current
+        self._sent_at = self._clock()
+        self.sends += 1
+        return True

@@ -1,0 +1,132 @@
+"""The sidecar service: discover, report, and serve cyborg-agent's RPC."""
+
+import threading
+import time
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+
+from sidecar import exception
+from sidecar import rpc
+
+LOG = logging.getLogger(__name__)
+
+
+class AgentEndpoint:
+    """cyborg-agent's RPC API 1.0, as cyborg-conductor 17 calls it."""
+
+    target = messaging.Target(version=rpc.RPC_API_VERSION)
+
+    def __init__(self, programs, mdevs, changed):
+        self._programs = programs
+        self._mdevs = mdevs
+        self._changed = changed
+
+    @messaging.expected_exceptions(exception.SidecarError)
+    def fpga_program(self, context, controlpath_id, bitstream_uuid,
+                     driver_name):
+        try:
+            return self._programs.fpga_program(controlpath_id,
+                                               bitstream_uuid, driver_name)
+        finally:
+            self._changed()
+
+    @messaging.expected_exceptions(exception.SidecarError)
+    def create_vgpu_mdev(self, context, pci_addr, asked_type, ah_uuid):
+        self._mdevs.create(pci_addr, asked_type, ah_uuid)
+
+    @messaging.expected_exceptions(exception.SidecarError)
+    def remove_vgpu_mdev(self, context, pci_addr, asked_type, ah_uuid):
+        self._mdevs.remove(pci_addr, asked_type, ah_uuid)
+
+
+class Sidecar:
+    """Wire the parts together and run the discovery loop in a thread."""
+
+    def __init__(self, conf, transport, inventory, reporter, programs,
+                 mdevs, placement):
+        self.conf = conf
+        self._transport = transport
+        self.inventory = inventory
+        self.reporter = reporter
+        self.programs = programs
+        self._placement = placement
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = None
+        self._server = rpc.get_agent_server(
+            transport, conf.host,
+            AgentEndpoint(programs, mdevs, self._wake.set))
+
+    @property
+    def rp_name(self):
+        return self.conf.sidecar.resource_provider_name or self.conf.host
+
+    def wait_for_provider(self, attempts=6, first_delay=1.0):
+        """The compute node's provider must exist before reporting."""
+        delay = first_delay
+        for attempt in range(attempts):
+            if self._placement.find_provider(self.rp_name):
+                return
+            if attempt + 1 < attempts:
+                LOG.warning('Resource provider %(name)s not in Placement '
+                            'yet; retrying in %(delay).0f s',
+                            {'name': self.rp_name, 'delay': delay})
+                self._stopping.wait(delay)
+                delay *= 2
+        raise exception.ResourceProviderNotFound(name=self.rp_name)
+
+    def start(self):
+        self.wait_for_provider()
+        self.inventory.discover()
+        self.programs.recover()
+        self.run_cycle()
+        self._server.start()
+        self._thread = threading.Thread(target=self._loop,
+                                        name='sidecar-discovery',
+                                        daemon=True)
+        self._thread.start()
+        LOG.info('Sidecar for host %s started', self.conf.host)
+
+    def run_cycle(self):
+        """One discovery cycle. Never raises: the daemon keeps running."""
+        context = rpc.admin_context()
+        try:
+            devices = self.inventory.discover()
+            self.reporter.report(context, devices)
+        except Exception:
+            LOG.exception('Reporting to cyborg-conductor failed; the full '
+                          'device list is sent again next cycle')
+            self.reporter.invalidate()
+        try:
+            self.programs.housekeep()
+        except Exception:
+            LOG.exception('Checking programming promises failed')
+
+    def _loop(self):
+        interval = self.conf.sidecar.report_interval
+        while not self._stopping.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            self.run_cycle()
+
+    def trigger(self):
+        """Run a cycle soon (after a change the daemon made itself)."""
+        self._wake.set()
+
+    def stop(self):
+        self._stopping.set()
+        self._wake.set()
+        try:
+            self._server.stop()
+            self._server.wait()
+        except Exception:
+            LOG.exception('Stopping the RPC server failed')
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def wait(self):
+        while not self._stopping.is_set():
+            time.sleep(1)

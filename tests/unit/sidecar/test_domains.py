@@ -1,0 +1,49 @@
+import testtools
+
+from sidecar import domains
+
+XML = """<domain type='kvm'><name>instance-1</name><devices>
+<hostdev mode='subsystem' type='pci' managed='yes'><source>
+<address domain='0x0000' bus='0x81' slot='0x00' function='0x1'/>
+</source></hostdev>
+<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source>
+<address uuid='B5B1C7E2-4B5B-4E8C-9F61-0F5B2B5C2D11'/></source></hostdev>
+<hostdev mode='subsystem' type='pci'><source>
+<address domain='zz' bus='0x81' slot='0x00' function='0x2'/>
+</source></hostdev>
+<interface type='bridge'/>
+</devices></domain>"""
+
+
+class FakeDomain:
+    def __init__(self, name, xml):
+        self._name, self._xml = name, xml
+
+    def name(self):
+        return self._name
+
+    def XMLDesc(self, flags):
+        return self._xml
+
+
+class FakeConnection:
+    def __init__(self, doms):
+        self.doms = doms
+
+    def listAllDomains(self, flags):
+        return self.doms
+
+
+class DomainsTest(testtools.TestCase):
+
+    def test_devices_in_xml(self):
+        pci, mdevs = domains.devices_in_xml(XML)
+        self.assertEqual({'0000:81:00.1'}, pci)
+        self.assertEqual({'b5b1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d11'}, mdevs)
+
+    def test_devices_in_use(self):
+        conn = FakeConnection([FakeDomain('instance-1', XML),
+                               FakeDomain('instance-2', '<domain/>')])
+        users = domains.DomainInspector(lambda: conn).devices_in_use()
+        self.assertEqual('instance-1', users['0000:81:00.1'])
+        self.assertEqual(2, len(users))
