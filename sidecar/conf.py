@@ -14,9 +14,10 @@ DEFAULT_OPTS = [
     cfg.StrOpt('host',
                default=socket.gethostname(),
                sample_default='<current_hostname>',
-               help='Name of this compute host. It must equal nova-compute\'s '
-                    '``[DEFAULT] host``: cyborg-conductor calls the sidecar on '
-                    'the RPC server of that name (topic ``cyborg-agent``), '
+               help='Name of this compute host. It must equal '
+                    'nova-compute\'s ``[DEFAULT] host``: cyborg-conductor '
+                    'calls the sidecar on the RPC server of that name '
+                    '(topic ``cyborg-agent``), '
                     'and deployables are named ``<host>_<pci address>``.'),
 ]
 
@@ -106,8 +107,9 @@ FPGA_OPTS = [
                default='fpga_manager',
                choices=[('fpga_manager',
                          'The Linux FPGA manager: the bitstream is copied to '
-                         '``firmware_path`` and its name written to '
-                         '``<sysfs_root>/class/fpga_manager/<mgr>/firmware``.'),
+                         '``firmware_path`` and its name written to the '
+                         'manager\'s ``firmware`` file under '
+                         '``<sysfs_root>/class/fpga_manager``.'),
                         ('command',
                          'A vendor command, ``program_command``.')],
                help='How a bitstream is written to an FPGA. Runs through '

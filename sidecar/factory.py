@@ -36,7 +36,8 @@ def build(conf, transport=None, connect=None):
     """Return a :class:`sidecar.service.Sidecar` ready to ``start()``."""
     connect = connect or libvirt_connector(conf.sidecar.libvirt_uri)
     if conf.sidecar.discovery_source == 'libvirt':
-        source = libvirt_source.LibvirtSource(connect())
+        source = libvirt_source.LibvirtSource(
+            connect(), sysfs_root=conf.sidecar.sysfs_root)
     else:
         source = sysfs.SysfsSource(conf.sidecar.sysfs_root)
     transport = transport or rpc.get_transport(conf)

@@ -1,0 +1,178 @@
+"""FPGA driver: one Deployable per FPGA region of a PCI function.
+
+Regions are found under ``<[sidecar] sysfs_root>/class/fpga_region``; the
+PCI function a region's ``device`` leads to is the Device (control path),
+and its VFs, or the function itself without VFs, are the attach handles.
+A region's ``compat_id`` gives the region trait and its ``afu_id`` the
+function currently loaded, reported with the very trait cyborg-conductor
+adds after programming (see :func:`function_trait`).
+"""
+
+import os
+import re
+
+import os_resource_classes as orc
+import os_traits
+from oslo_log import log as logging
+
+from sidecar.drivers import base
+from sidecar import exception
+from sidecar import model
+from sidecar.sources import base as sources
+from sidecar.sources import sysfs
+
+LOG = logging.getLogger(__name__)
+
+#: PCI vendor id -> vendor name (upper-cased in traits, lower-cased as the
+#: deployable's driver_name); other vendors are named by their id.
+VENDOR_NAMES = {'8086': 'intel', '10ee': 'xilinx', '1bd4': 'inspur'}
+FUNCTION_ID_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID'
+_ID = re.compile(r'^(?:0x)?([0-9a-f]{32})$')
+
+
+def vendor_name(vendor_id):
+    return VENDOR_NAMES.get(vendor_id, vendor_id)
+
+
+def function_trait(driver_name, function_id):
+    """The trait of a loaded function, as cyborg-conductor writes it.
+
+    ``FPGAExtARQ._update_placement`` (cyborg/objects/extarq/
+    fpga_ext_arq.py) adds ``"_".join((FPGA_FUNCTION_ID, driver_name.upper(),
+    function_id.upper().replace('-', '_-')))`` after programming; reporting
+    the same name keeps the provider's traits stable across a program.
+    """
+    return '_'.join((FUNCTION_ID_PREFIX, driver_name.upper(),
+                     function_id.upper().replace('-', '_-')))
+
+
+def parse_id(value, what):
+    """A 32 hex digit id from sysfs: lower-case, or None when all zero.
+
+    Raises MalformedDevice for anything else.
+    """
+    match = _ID.match((value or '').strip().lower())
+    if not match:
+        raise sources.MalformedDevice('%s is %r, not 32 hex digits'
+                                      % (what, value))
+    return None if int(match.group(1), 16) == 0 else match.group(1)
+
+
+class FpgaDriver(base.DiscoveryDriver):
+    """Report FPGA regions; find a region's manager and loaded function."""
+
+    name = 'fpga'
+
+    def __init__(self, conf, source):
+        super().__init__(conf, source)
+        self.sysfs_root = conf.sidecar.sysfs_root
+        self.problems = sources.ProblemLog(LOG)
+        self._pf_of = {}  # every claimed address: its PF's address
+
+    def discover(self):
+        functions = self.source.functions()
+        by_address = {f.address: f for f in functions}
+        vfs = {}
+        for f in functions:
+            if f.physfn is not None:
+                vfs.setdefault(f.physfn, []).append(f)
+        regions = {}
+        devices = []
+        pf_of = {}
+        with self.problems.cycle():
+            for region in sysfs.fpga_regions(self.sysfs_root):
+                if region.address is None:
+                    self.problems.warning(
+                        'Skipping FPGA region %s: its device link leads to '
+                        'no PCI function', region.name)
+                    continue
+                regions.setdefault(region.address, []).append(region)
+            for address, found in sorted(regions.items()):
+                pf = by_address.get(address)
+                if pf is None and os.path.lexists(os.path.join(
+                        self.sysfs_root, 'bus', 'pci', 'devices', address)):
+                    # The source left it out and said why.
+                    LOG.debug('FPGA %s: PCI function left out', address)
+                    continue
+                try:
+                    device = self._device(pf, address, found,
+                                          vfs.get(address, ()))
+                except sources.MalformedDevice as exc:
+                    self.problems.warning('Skipping FPGA %s (%s): %s',
+                                          address, found[0].name, exc)
+                    continue
+                devices.append(device)
+                for handle in device.deployables[0].attach_handles:
+                    pf_of[handle.address] = address
+                pf_of[address] = address
+        self._pf_of = pf_of
+        return devices
+
+    def _device(self, pf, address, regions, vfs):
+        if pf is None:
+            raise sources.MalformedDevice('no such PCI function')
+        if pf.physfn is not None:
+            raise sources.MalformedDevice('the region belongs to a VF')
+        if len(regions) > 1:
+            raise sources.MalformedDevice(
+                'several regions (%s) on one function are not supported'
+                % ', '.join(r.name for r in regions))
+        region = regions[0]
+        vendor = vendor_name(pf.vendor_id)
+        traits = {os_traits.OWNER_CYBORG, 'CUSTOM_FPGA_' + vendor.upper()}
+        compat = sources.read_file(region.path + '/compat_id')
+        if compat:
+            compat = parse_id(compat, 'compat_id')
+        if compat:
+            traits.add('_'.join(('CUSTOM_FPGA_REGION', vendor.upper(),
+                                 compat.upper())))
+        function_id = self._read_afu_id(region)
+        if function_id:
+            traits.add(function_trait(vendor, function_id))
+        handles = vfs or [pf]
+        deployable = model.Deployable(
+            name=address,
+            resource_class=orc.FPGA,
+            num_accelerators=len(handles),
+            traits=tuple(sorted(traits)),
+            attach_handles=tuple(model.AttachHandle('PCI', f.address)
+                                 for f in handles),
+            driver_name=vendor)
+        return model.Device(
+            type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
+            address=address, deployables=(deployable,),
+            std_board_info=(('class', pf.class_id),
+                            ('product_id', pf.product_id)),
+            driver_name=vendor)
+
+    @staticmethod
+    def _read_afu_id(region):
+        value = sources.read_file(region.path + '/afu_id')
+        return parse_id(value, 'afu_id') if value else None
+
+    def claims(self, address):
+        return address in self._pf_of
+
+    def region(self, address):
+        """The :class:`sysfs.FpgaRegion` (region and manager paths) of the
+        FPGA ``address`` (its PF or one of its attach handles).
+
+        Raises UnknownDevice unless the last discovery reported it.
+        """
+        pf = self._pf_of.get(address)
+        if pf is not None:
+            for region in sysfs.fpga_regions(self.sysfs_root):
+                if region.address == pf:
+                    return region
+        raise exception.UnknownDevice(kind='FPGA', address=address)
+
+    def loaded_function(self, address):
+        """The function id (32 lower-case hex digits) loaded in the FPGA
+        ``address``, read now, or None when none is (or it is unreadable).
+        """
+        region = self.region(address)
+        try:
+            return self._read_afu_id(region)
+        except sources.MalformedDevice as exc:
+            LOG.warning('FPGA %s (%s): %s', address, region.name, exc)
+            return None

@@ -1,0 +1,228 @@
+"""Generic PCI driver: the functions ``[pci] device_spec`` selects.
+
+Each selected PF, or function without VFs, is one Device with one
+Deployable. With ``physical_function: true`` the function itself is the
+attach handle; otherwise its VFs are (all of them when the spec matches
+the PF, else the VFs the spec matches), or the function itself when it
+has no VF. The first spec, in configuration order, that selects something
+under a PF wins.
+"""
+
+import dataclasses
+import fnmatch
+import functools
+import re
+
+import os_resource_classes as orc
+import os_traits
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from sidecar.drivers import base
+from sidecar import exception
+from sidecar import model
+from sidecar.sources import base as sources
+
+LOG = logging.getLogger(__name__)
+
+OPTION = '[pci] device_spec'
+_KEYS = frozenset(('vendor_id', 'product_id', 'address', 'resource_class',
+                   'traits', 'physical_function'))
+_ID = re.compile(r'^(?:0x)?[0-9a-f]{1,4}$')
+_GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
+_LEGAL = re.compile(r'^[A-Z0-9_]+$')
+
+
+@functools.lru_cache(maxsize=1)
+def _standard_traits():
+    return frozenset(os_traits.get_traits())
+
+
+def trait_name(name):
+    """A standard trait as is, any other name as a legal ``CUSTOM_`` one."""
+    if name in _standard_traits() or (
+            os_traits.is_custom(name) and _LEGAL.match(name)):
+        return name
+    return os_traits.normalize_name(name)
+
+
+def resource_class_name(name):
+    """A standard resource class as is, any other as ``CUSTOM_<NAME>``."""
+    if name in orc.STANDARDS or (orc.is_custom(name) and _LEGAL.match(name)):
+        return name
+    return orc.normalize_name(name)
+
+
+def pci_traits(function):
+    """Upstream's generic PCI traits of one function."""
+    return {'CUSTOM_PCI_' + function.vendor_id.upper(),
+            'CUSTOM_PCI_PRODUCT_ID_' + function.product_id.upper()}
+
+
+def _invalid(entry, reason):
+    return exception.InvalidArgument(name=OPTION,
+                                     reason='entry %s: %s' % (entry, reason))
+
+
+def _hex_id(entry, spec, key):
+    value = spec.get(key, '*')
+    if value == '*':
+        return value
+    if not isinstance(value, str) or not _ID.match(value.strip().lower()):
+        raise _invalid(entry, '%s %r is neither "*" nor a hex id of up to '
+                              '4 digits' % (key, value))
+    return '%04x' % int(value.strip().lower().replace('0x', ''), 16)
+
+
+def _name(entry, key, value, normalize):
+    if not isinstance(value, str) or not value.strip():
+        raise _invalid(entry, '%s %r is not a name' % (key, value))
+    name = normalize(value.strip())
+    if name in ('CUSTOM_', 'CUSTOM__') or len(name) > 255:
+        raise _invalid(entry, '%s %r gives no usable name' % (key, value))
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSpec:
+    """One validated ``[pci] device_spec`` entry."""
+    vendor_id: str = '*'
+    product_id: str = '*'
+    address: str = '*'
+    resource_class: str = 'CUSTOM_PCI'
+    traits: tuple = ()
+    physical_function: bool = False
+
+    @classmethod
+    def parse(cls, text):
+        """The specs of one option value (a JSON object or list of them).
+
+        Raises InvalidArgument saying what is wrong with it.
+        """
+        try:
+            loaded = jsonutils.loads(text)
+        except ValueError as exc:
+            raise _invalid(repr(text), 'not JSON (%s)' % exc)
+        entries = loaded if isinstance(loaded, list) else [loaded]
+        return [cls._parse_one(text, spec) for spec in entries]
+
+    @classmethod
+    def _parse_one(cls, entry, spec):
+        if not isinstance(spec, dict):
+            raise _invalid(entry, 'not a JSON object')
+        unknown = sorted(set(spec) - _KEYS)
+        if unknown:
+            raise _invalid(entry, 'unknown keys %s (known: %s)' % (
+                ', '.join(unknown), ', '.join(sorted(_KEYS))))
+        address = spec.get('address', '*')
+        if not isinstance(address, str) or not _GLOB.match(address.lower()):
+            raise _invalid(entry, 'address %r is not a PCI address glob'
+                                  % (address,))
+        address = address.lower()
+        # Like Nova, a glob may leave out the domain (and bus): '81:00.*'.
+        address = '*:' * (2 - min(address.count(':'), 2)) + address
+        traits = spec.get('traits', [])
+        if not isinstance(traits, list):
+            raise _invalid(entry, 'traits %r is not a list' % (traits,))
+        physical_function = spec.get('physical_function', False)
+        if not isinstance(physical_function, bool):
+            raise _invalid(entry, 'physical_function %r is not true or '
+                                  'false' % (physical_function,))
+        return cls(
+            vendor_id=_hex_id(entry, spec, 'vendor_id'),
+            product_id=_hex_id(entry, spec, 'product_id'),
+            address=address,
+            resource_class=_name(entry, 'resource_class',
+                                 spec.get('resource_class', 'PCI'),
+                                 resource_class_name),
+            traits=tuple(sorted({_name(entry, 'trait', t, trait_name)
+                                 for t in traits})),
+            physical_function=physical_function)
+
+    def matches(self, function):
+        return (self.vendor_id in ('*', function.vendor_id) and
+                self.product_id in ('*', function.product_id) and
+                fnmatch.fnmatchcase(function.address, self.address))
+
+    def select(self, root, vfs):
+        """The attach handle functions this spec selects under ``root``."""
+        if self.physical_function or not vfs:
+            return [root] if self.matches(root) else []
+        if self.matches(root):
+            return list(vfs)
+        return [vf for vf in vfs if self.matches(vf)]
+
+
+def parse_device_specs(values):
+    """All specs of the ``[pci] device_spec`` values, in order."""
+    specs = []
+    for text in values:
+        specs.extend(DeviceSpec.parse(text))
+    return specs
+
+
+class PciDriver(base.DiscoveryDriver):
+    """Report the PCI functions ``[pci] device_spec`` selects."""
+
+    name = 'pci'
+
+    def __init__(self, conf, source):
+        super().__init__(conf, source)
+        self.specs = parse_device_specs(conf.pci.device_spec)
+        self.problems = sources.ProblemLog(LOG)
+        self._claimed = frozenset()
+
+    def discover(self):
+        functions = self.source.functions()
+        by_address = {f.address: f for f in functions}
+        vfs = {}
+        devices = []
+        claimed = set()
+        with self.problems.cycle():
+            for f in functions:
+                if f.physfn is None:
+                    continue
+                pf = by_address.get(f.physfn)
+                if pf is None or pf.physfn is not None:
+                    if any(spec.matches(f) for spec in self.specs):
+                        self.problems.warning(
+                            'Skipping VF %s: its physical function %s is '
+                            'not a PCI function of this host', f.address,
+                            f.physfn)
+                    continue
+                vfs.setdefault(f.physfn, []).append(f)
+            for root in functions:
+                if root.physfn is not None:
+                    continue
+                for spec in self.specs:
+                    handles = spec.select(root, vfs.get(root.address, ()))
+                    if handles:
+                        devices.append(self._device(root, spec, handles))
+                        claimed.add(root.address)
+                        claimed.update(h.address for h in handles)
+                        break
+        self._claimed = frozenset(claimed)
+        return devices
+
+    def _device(self, root, spec, handles):
+        traits = {os_traits.OWNER_CYBORG}
+        traits.update(spec.traits)
+        for function in handles:
+            traits.update(pci_traits(function))
+        deployable = model.Deployable(
+            name=root.address,
+            resource_class=spec.resource_class,
+            num_accelerators=len(handles),
+            traits=tuple(sorted(traits)),
+            attach_handles=tuple(model.AttachHandle('PCI', f.address)
+                                 for f in handles),
+            driver_name=self.name)
+        return model.Device(
+            type='PCI', vendor=root.vendor_id, model=root.product_id,
+            address=root.address, deployables=(deployable,),
+            std_board_info=(('class', root.class_id),
+                            ('product_id', root.product_id)),
+            driver_name=self.name)
+
+    def claims(self, address):
+        return address in self._claimed

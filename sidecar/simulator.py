@@ -1,0 +1,457 @@
+"""Simulated compute hosts: a sysfs tree and libvirt node device XML.
+
+Tests, demos and benchmarks describe a host once and get both views::
+
+    host = SimulatedHost.from_description({
+        'pfs': [{'vendor_id': '8086', 'product_id': '1528', 'num_vfs': 4,
+                 'vf_product_id': '1515', 'numa_node': 0}],
+        'fpgas': [{'num_vfs': 1, 'function_id': '<32 hex digits>'}],
+        'gpus': [{'mdev_types': [{'type_id': 'nvidia-222',
+                                  'name': 'GRID T4-1B',
+                                  'available_instances': 16}]}]})
+    host.write('/tmp/sys')                        # for SysfsSource
+    uri = host.write_node_xml('/tmp/node.xml')    # 'test:///tmp/node.xml'
+
+Entry keys are the arguments of :meth:`SimulatedHost.add_pf`, ``add_fpga``
+and ``add_gpu``. An entry without ``address`` gets function 0 of the next
+free slot from ``start`` (default ``0000:81:00.0``). VF *i* (0-based) of a
+PF is at the PF's routing id + 1 + *i* (SR-IOV offset 1, stride 1):
+``81:00.1`` ... ``81:00.7``, ``81:01.0``, ... and on to the next bus after
+slot 1f: the scheme of Nova's fakelibvirt ``HostPCIDevicesInfo``, whose
+exact host :func:`from_fakelibvirt` builds.
+
+The tree has the kernel's layout: ``devices/pci<dddd>:00/<bdf>/`` (``vendor``,
+``device``, ``class``, ``numa_node``, ``sriov_*``, ``physfn`` and
+``virtfn<i>`` links, ``mdev_supported_types/<type>/``, mdevs, and for FPGAs
+``fpga_region/region<N>`` and ``fpga_manager/fpga<N>``) linked from
+``bus/pci/devices``, ``class/{mdev_bus,fpga_region,fpga_manager}`` and
+``bus/mdev/devices``. After :meth:`SimulatedHost.write` the mutators change
+the description and the tree alike; ``write_attr`` and ``remove_attr``
+corrupt the tree only.
+"""
+
+import dataclasses
+import os
+import shutil
+import uuid as uuidlib
+from typing import Optional
+from xml.etree import ElementTree
+
+from sidecar import model
+
+DEFAULT_START = '0000:81:00.0'
+NO_FUNCTION = '0' * 32
+DEFAULT_COMPAT_ID = 'f3c9941350814aadbced07eb84a6d0bb'
+
+
+@dataclasses.dataclass
+class SimMdevType:
+    type_id: str
+    name: Optional[str] = None
+    available_instances: int = 16
+    device_api: str = 'vfio-pci'
+    mdevs: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class SimFunction:
+    address: str
+    vendor_id: str
+    product_id: str
+    class_id: str
+    numa_node: Optional[int] = None
+    physfn: Optional[str] = None
+    virtfns: dict = dataclasses.field(default_factory=dict)  # index: addr
+    mdev_types: list = dataclasses.field(default_factory=list)
+    region: Optional[int] = None  # FPGA region and manager number
+    compat_id: Optional[str] = None
+    function_id: Optional[str] = None
+
+
+def _rid(address):
+    domain, bus, slot, function = model.parse_bdf(address)
+    return int(domain, 16), (int(bus, 16) << 8 | int(slot, 16) << 3 |
+                             int(function, 16))
+
+
+def _address(domain, rid):
+    if rid > 0xffff:
+        raise ValueError('no PCI address left after bus ff')
+    return '%04x:%02x:%02x.%x' % (domain, rid >> 8, (rid >> 3) & 0x1f,
+                                  rid & 7)
+
+
+def _write(path, text):
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+def _write_files(directory, files):
+    """Create ``directory`` and write ``{name: text}`` (None: no file)."""
+    os.makedirs(directory, exist_ok=True)
+    for name, text in files.items():
+        if text is not None:
+            _write(os.path.join(directory, name), '%s\n' % text)
+
+
+def _symlink(target, link):
+    """A relative symlink ``link`` -> ``target`` (both absolute)."""
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+
+
+def _nodedev_name(address):
+    return 'pci_' + address.replace(':', '_').replace('.', '_')
+
+
+def _sub(parent, tag, text=None, **attributes):
+    element = ElementTree.SubElement(parent, tag, **attributes)
+    element.text = text
+    return element
+
+
+def _address_xml(parent, address):
+    domain, bus, slot, function = model.parse_bdf(address)
+    _sub(parent, 'address', domain='0x' + domain, bus='0x' + bus,
+         slot='0x' + slot, function='0x' + function)
+
+
+# The test driver needs a CPU, memory and a computer with a hardware UUID.
+_NODE = """<node><cpu><mhz>2000</mhz><model>x86_64</model><active>2</active>
+<nodes>1</nodes><sockets>1</sockets><cores>2</cores><threads>1</threads>
+</cpu><memory>8388608</memory><device><name>computer</name>
+<capability type='system'><hardware>
+<uuid>2b5e6b3f-5b86-4f0e-9d0c-4d4f3e2f7a10</uuid></hardware></capability>
+</device></node>"""
+
+
+class SimulatedHost:
+    """A host's PCI functions, rendered as sysfs and as libvirt XML."""
+
+    def __init__(self, start=DEFAULT_START):
+        self.domain, self._next = _rid(start)
+        self.functions = {}  # address: SimFunction, in creation order
+        self.root = None
+        self._regions = 0
+
+    # -- building ---------------------------------------------------------
+
+    @classmethod
+    def from_description(cls, description):
+        """A host from ``{'start', 'pfs', 'fpgas', 'gpus'}`` (see above)."""
+        host = cls(description.get('start', DEFAULT_START))
+        for kind in ('pfs', 'fpgas', 'gpus'):
+            add = getattr(host, 'add_' + kind[:-1])
+            for entry in description.get(kind, ()):
+                add(**entry)
+        return host
+
+    def _take(self, address, **fields):
+        if address is None:
+            address = _address(self.domain, self._next)
+        else:
+            address = address.lower()
+            model.parse_bdf(address)
+        if address in self.functions:
+            raise ValueError('two simulated devices at %s' % address)
+        function = SimFunction(address=address, **fields)
+        self.functions[address] = function
+        # The next automatic address is the next free slot, function 0.
+        self._next = max(self._next, (_rid(address)[1] | 7) + 1)
+        return function
+
+    def add_pf(self, vendor_id='8086', product_id='1528',
+               class_id='020000', address=None, num_vfs=0,
+               vf_product_id=None, numa_node=None):
+        """A PCI function, with ``num_vfs`` VFs (0: no SR-IOV)."""
+        pf = self._take(address, vendor_id=vendor_id, product_id=product_id,
+                        class_id=class_id, numa_node=numa_node)
+        for index in range(num_vfs):
+            self._new_vf(pf, vf_product_id or product_id, index)
+        return pf
+
+    def add_fpga(self, vendor_id='8086', product_id='0b30',
+                 class_id='120000', address=None, num_vfs=0,
+                 vf_product_id=None, function_id=None,
+                 compat_id=DEFAULT_COMPAT_ID, numa_node=None):
+        """An FPGA PF with one region and manager, ``function_id`` loaded."""
+        pf = self.add_pf(vendor_id, product_id, class_id, address, num_vfs,
+                         vf_product_id, numa_node)
+        pf.region, pf.compat_id = self._regions, compat_id
+        pf.function_id = function_id
+        self._regions += 1
+        return pf
+
+    def add_gpu(self, vendor_id='10de', product_id='1eb8',
+                class_id='030200', address=None, mdev_types=(),
+                numa_node=None):
+        """A GPU offering ``mdev_types`` (dicts or :class:`SimMdevType`)."""
+        gpu = self._take(address, vendor_id=vendor_id, product_id=product_id,
+                         class_id=class_id, numa_node=numa_node)
+        gpu.mdev_types = [t if isinstance(t, SimMdevType) else
+                          SimMdevType(**t) for t in mdev_types]
+        return gpu
+
+    def _new_vf(self, pf, product_id, index):
+        domain, pf_rid = _rid(pf.address)
+        vf = self._take(_address(domain, pf_rid + 1 + index),
+                        vendor_id=pf.vendor_id, product_id=product_id,
+                        class_id=pf.class_id, numa_node=pf.numa_node,
+                        physfn=pf.address)
+        pf.virtfns[index] = vf.address
+        return vf
+
+    # -- sysfs ------------------------------------------------------------
+
+    def _dir(self, address, *parts):
+        return os.path.join(self.root, 'devices', 'pci%04x:00' % self.domain,
+                            address, *parts)
+
+    def write(self, root):
+        """Write the whole sysfs tree under ``root``; returns ``root``."""
+        self.root = root
+        for function in self.functions.values():
+            self._write_function(function)
+        return root
+
+    def _write_function(self, f):
+        path = self._dir(f.address)
+        _write_files(path, {
+            'vendor': '0x' + f.vendor_id, 'device': '0x' + f.product_id,
+            'class': '0x' + f.class_id,
+            'numa_node': -1 if f.numa_node is None else f.numa_node})
+        _symlink(path, os.path.join(self.root, 'bus/pci/devices', f.address))
+        if f.physfn:
+            os.symlink('../' + f.physfn, os.path.join(path, 'physfn'))
+        if f.virtfns:
+            self._write_sriov(f)
+        for index, vf in f.virtfns.items():
+            os.symlink('../' + vf, os.path.join(path, 'virtfn%d' % index))
+        if f.mdev_types:
+            _symlink(path, os.path.join(self.root, 'class/mdev_bus',
+                                        f.address))
+        for t in f.mdev_types:
+            type_dir = self._dir(f.address, 'mdev_supported_types', t.type_id)
+            _write_files(os.path.join(type_dir, 'devices'), {})
+            _write_files(type_dir, {
+                'name': t.name, 'device_api': t.device_api, 'create': '',
+                'available_instances': t.available_instances})
+            for uuid in t.mdevs:
+                self._write_mdev(f, t, uuid)
+        if f.region is not None:
+            for kind, name, files in (
+                    ('fpga_region', 'region%d', {
+                        'compat_id': f.compat_id or '',
+                        'afu_id': f.function_id or NO_FUNCTION}),
+                    ('fpga_manager', 'fpga%d', {
+                        'name': 'Simulated FPGA Manager',
+                        'state': 'operating', 'firmware': ''})):
+                class_dir = self._dir(f.address, kind, name % f.region)
+                _write_files(class_dir, files)
+                os.symlink('../..', os.path.join(class_dir, 'device'))
+                _symlink(class_dir, os.path.join(self.root, 'class', kind,
+                                                 name % f.region))
+
+    def _write_sriov(self, pf):
+        _write_files(self._dir(pf.address), {
+            'sriov_totalvfs': max([len(pf.virtfns)] +
+                                  [i + 1 for i in pf.virtfns]),
+            'sriov_numvfs': len(pf.virtfns)})
+
+    def _write_mdev(self, f, t, uuid):
+        path = self._dir(f.address, uuid)
+        _write_files(path, {'remove': ''})
+        os.symlink('../mdev_supported_types/' + t.type_id,
+                   os.path.join(path, 'mdev_type'))
+        os.symlink('../../../' + uuid, self._dir(
+            f.address, 'mdev_supported_types', t.type_id, 'devices', uuid))
+        _symlink(path, os.path.join(self.root, 'bus/mdev/devices', uuid))
+
+    # -- libvirt ----------------------------------------------------------
+
+    def node_xml(self):
+        """libvirt test driver XML (``test:///<file>``) for this host."""
+        node = ElementTree.fromstring(_NODE)
+        for f in self.functions.values():
+            self._function_xml(node, f)
+        for f in self.functions.values():
+            for t in f.mdev_types:
+                for uuid in t.mdevs:
+                    device = _sub(node, 'device')
+                    _sub(device, 'name', 'mdev_%s_%s' % (
+                        uuid.replace('-', '_'), _nodedev_name(f.address)[4:]))
+                    _sub(device, 'parent', _nodedev_name(f.address))
+                    cap = _sub(device, 'capability', type='mdev')
+                    _sub(cap, 'type', id=t.type_id)
+                    _sub(cap, 'uuid', uuid)
+                    _sub(cap, 'iommuGroup', number='0')
+        return ElementTree.tostring(node, encoding='unicode')
+
+    def write_node_xml(self, path):
+        """Write :meth:`node_xml` to ``path``; returns the test:/// URI."""
+        _write(path, self.node_xml())
+        return 'test://' + os.path.abspath(path)
+
+    @staticmethod
+    def _function_xml(node, f):
+        device = _sub(node, 'device')
+        _sub(device, 'name', _nodedev_name(f.address))
+        _sub(device, 'parent',
+             _nodedev_name(f.physfn) if f.physfn else 'computer')
+        cap = _sub(device, 'capability', type='pci')
+        _sub(cap, 'class', '0x' + f.class_id)
+        for tag, value in zip(('domain', 'bus', 'slot', 'function'),
+                              model.parse_bdf(f.address)):
+            _sub(cap, tag, str(int(value, 16)))
+        _sub(cap, 'product', id='0x' + f.product_id)
+        _sub(cap, 'vendor', id='0x' + f.vendor_id)
+        if f.physfn:
+            _address_xml(_sub(cap, 'capability', type='phys_function'),
+                         f.physfn)
+        if f.virtfns:
+            sub = _sub(cap, 'capability', type='virt_functions')
+            for index in sorted(f.virtfns):
+                _address_xml(sub, f.virtfns[index])
+        if f.mdev_types:
+            sub = _sub(cap, 'capability', type='mdev_types')
+            for t in f.mdev_types:
+                element = _sub(sub, 'type', id=t.type_id)
+                if t.name is not None:
+                    _sub(element, 'name', t.name)
+                _sub(element, 'deviceAPI', t.device_api)
+                _sub(element, 'availableInstances',
+                     str(t.available_instances))
+        if f.numa_node is not None:
+            _sub(cap, 'numa', node=str(f.numa_node))
+
+    # -- mutating ---------------------------------------------------------
+
+    def _mdev_type(self, address, type_id):
+        for t in self.functions[address].mdev_types:
+            if t.type_id == type_id:
+                return t
+        raise KeyError('%s offers no mdev type %s' % (address, type_id))
+
+    def remove_function(self, address):
+        """Remove a function (a VF is unlinked from its PF)."""
+        f = self.functions.pop(address)
+        pf = self.functions.get(f.physfn) if f.physfn else None
+        index = None
+        if pf is not None:
+            index = next(i for i, vf in pf.virtfns.items() if vf == address)
+            del pf.virtfns[index]
+        if self.root is None:
+            return
+        if index is not None:
+            os.unlink(self._dir(pf.address, 'virtfn%d' % index))
+            self._write_sriov(pf)
+        for path in (os.path.join(self.root, 'bus/pci/devices', address),
+                     os.path.join(self.root, 'class/mdev_bus', address)):
+            if os.path.lexists(path):
+                os.unlink(path)
+        if f.region is not None:
+            for kind, name in (('fpga_region', 'region%d'),
+                               ('fpga_manager', 'fpga%d')):
+                os.unlink(os.path.join(self.root, 'class', kind,
+                                       name % f.region))
+        shutil.rmtree(self._dir(address))
+
+    def add_vf(self, pf_address, product_id=None):
+        """Add a VF at the PF's lowest free index; returns its address."""
+        pf = self.functions[pf_address]
+        domain, pf_rid = _rid(pf_address)
+        index = 0
+        while (index in pf.virtfns or
+               _address(domain, pf_rid + 1 + index) in self.functions):
+            index += 1
+        vf = self._new_vf(pf, product_id or next(
+            (self.functions[a].product_id for a in pf.virtfns.values()),
+            pf.product_id), index)
+        if self.root is not None:
+            self._write_function(vf)
+            os.symlink('../' + vf.address,
+                       self._dir(pf_address, 'virtfn%d' % index))
+            self._write_sriov(pf)
+        return vf.address
+
+    def set_function_id(self, address, function_id):
+        """Load ``function_id`` (32 hex, or None) into an FPGA's region."""
+        f = self.functions[address]
+        f.function_id = function_id
+        if self.root is not None:
+            self.write_attr(address, 'fpga_region/region%d/afu_id' % f.region,
+                            function_id or NO_FUNCTION)
+
+    def set_available_instances(self, address, type_id, count):
+        self._mdev_type(address, type_id).available_instances = count
+        if self.root is not None:
+            self.write_attr(address, 'mdev_supported_types/%s/'
+                            'available_instances' % type_id, str(count))
+
+    def create_mdev(self, address, type_id, uuid=None):
+        """Create an mdev (one fewer available instance); returns its UUID."""
+        t = self._mdev_type(address, type_id)
+        uuid = uuid or str(uuidlib.uuid4())
+        t.mdevs.append(uuid)
+        if self.root is not None:
+            self._write_mdev(self.functions[address], t, uuid)
+        self.set_available_instances(address, type_id,
+                                     max(t.available_instances - 1, 0))
+        return uuid
+
+    def remove_mdev(self, address, type_id, uuid):
+        t = self._mdev_type(address, type_id)
+        t.mdevs.remove(uuid)
+        if self.root is not None:
+            os.unlink(self._dir(address, 'mdev_supported_types', type_id,
+                                'devices', uuid))
+            os.unlink(os.path.join(self.root, 'bus/mdev/devices', uuid))
+            shutil.rmtree(self._dir(address, uuid))
+        self.set_available_instances(address, type_id,
+                                     t.available_instances + 1)
+
+    def write_attr(self, address, relpath, value):
+        """Write ``value`` (a newline is added) to a function's file."""
+        _write(self._dir(address, relpath), value + '\n')
+
+    def remove_attr(self, address, relpath):
+        os.unlink(self._dir(address, relpath))
+
+
+def from_fakelibvirt(num_pci=0, num_pfs=2, num_vfs=8, num_mdevcap=0,
+                     numa_node=None, multiple_gpu_types=False,
+                     generic_types=False, bus=0x81, product_ids=('1515',)):
+    """The host of Nova's ``fakelibvirt.HostPCIDevicesInfo`` (same args).
+
+    Same addresses, vendor and product ids, VF to PF links, NUMA nodes and
+    mdev types as ``nova/tests/fixtures/libvirt.py``; fakelibvirt gives no
+    PCI class, so network functions get ``020000`` and the mdev capable
+    GPUs ``030000``.
+    """
+    host = SimulatedHost('0000:%02x:00.0' % bus)
+    if num_vfs and not num_pfs:
+        raise ValueError('Cannot create VFs without PFs')
+    if num_pfs and num_vfs % num_pfs:
+        raise ValueError('num_vfs must be a factor of num_pfs')
+
+    def numa(dev):
+        value = dev % 2 if numa_node is None else numa_node
+        return None if value == -1 else value
+
+    for dev in range(num_pci):
+        host.add_pf('8086', '1533', numa_node=numa(dev))
+    types = [('nvidia-11', 16)]
+    if multiple_gpu_types:
+        types.append(('nvidia-12', 8))
+    if generic_types:
+        types = [('mlx5_core', 16), ('nvidia-12', 8)]
+    for dev in range(num_mdevcap):
+        host.add_gpu('10de', '0ffe', '030000', numa_node=numa(dev),
+                     mdev_types=[SimMdevType(type_id, 'GRID M60-0B', count)
+                                 for type_id, count in types])
+    ratio = num_vfs // num_pfs if num_pfs else 0
+    for product_id in product_ids:
+        for dev in range(num_pfs):
+            host.add_pf('8086', '1528', num_vfs=ratio,
+                        vf_product_id=product_id, numa_node=numa(dev))
+    return host

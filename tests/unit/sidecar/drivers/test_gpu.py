@@ -1,0 +1,163 @@
+import json
+import subprocess
+import sys
+
+from sidecar.drivers import gpu
+from sidecar import model
+from sidecar import simulator
+from sidecar.sources import sysfs
+from tests.unit.sidecar import simhost
+
+T4 = '0000:81:00.0'
+M60 = '0000:81:01.0'
+OTHER = '0000:81:02.0'
+NIC = '0000:3b:00.0'
+
+
+class GpuDriverTest(simhost.SimHostTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.sim = self.host(
+            gpus=[{'mdev_types': [simhost.T4_1B, simhost.T4_2B]},
+                  {'product_id': '13f2', 'class_id': '030000',
+                   'mdev_types': [{'type_id': 'nvidia-18',
+                                   'name': 'GRID M60-2Q',
+                                   'available_instances': 4}]},
+                  {'vendor_id': '1234', 'product_id': 'abcd'}],
+            pfs=[{'address': NIC}])
+        self.source = self.write(self.sim)
+
+    def _devices(self, *types):
+        self.config.config(group='gpu', enabled_mdev_types=list(types))
+        self.driver = gpu.GpuDriver(self.conf, self.source)
+        return {d.address: d for d in self.driver.discover()}
+
+    def test_pgpus(self):
+        devices = self._devices()
+        self.assertEqual([T4, M60, OTHER], sorted(devices))
+        self.assertEqual(model.Device(
+            type='GPU', vendor='10de', model='1eb8', address=T4,
+            std_board_info=(('class', '030200'), ('product_id', '1eb8')),
+            driver_name='nvidia', deployables=(model.Deployable(
+                name=T4, resource_class='PGPU', num_accelerators=1,
+                traits=('CUSTOM_NVIDIA_1EB8', 'OWNER_CYBORG'),
+                attach_handles=(model.AttachHandle('PCI', T4),),
+                driver_name='nvidia'),)), devices[T4])
+        self.assertEqual(('CUSTOM_1234_ABCD', 'OWNER_CYBORG'),
+                         devices[OTHER].deployables[0].traits)
+        self.assertEqual([], self.warnings())
+
+    def test_vgpus(self):
+        devices = self._devices('nvidia-223', 'nvidia-18')
+        t4 = devices[T4].deployables[0]
+        self.assertEqual(
+            ('VGPU', 8, ('CUSTOM_NVIDIA_1EB8_T4_2B', 'OWNER_CYBORG')),
+            (t4.resource_class, t4.num_accelerators, t4.traits))
+        self.assertEqual(
+            [model.AttachHandle('MDEV', T4, 'nvidia-223', instance=i)
+             for i in range(8)], list(t4.attach_handles))
+        self.assertEqual(
+            {'domain': '0000', 'bus': '81', 'device': '00', 'function': '0',
+             'asked_type': 'nvidia-223', 'vgpu_mark': 'nvidia-223_7'},
+            t4.attach_handles[7].attach_info())
+        m60 = devices[M60].deployables[0]
+        self.assertEqual((4, ('CUSTOM_NVIDIA_13F2_M60_2Q', 'OWNER_CYBORG')),
+                         (m60.num_accelerators, m60.traits))
+        self.assertEqual('PGPU', devices[OTHER].deployables[0].resource_class)
+        self.assertTrue(self.driver.claims(T4))
+        self.assertFalse(self.driver.claims(NIC))
+        self.assertEqual([], self.warnings())
+
+    def test_first_enabled_type_wins(self):
+        devices = self._devices('nvidia-222', 'nvidia-223')
+        self.assertEqual('nvidia-222', devices[T4].deployables[0]
+                         .attach_handles[0].mdev_type)
+
+    def test_creating_mdevs_keeps_the_inventory(self):
+        before = self._devices('nvidia-222')[T4]
+        uuids = [self.sim.create_mdev(T4, 'nvidia-222') for _ in range(3)]
+        self.assertEqual(before, self._devices('nvidia-222')[T4])
+        t4 = [f for f in self.source.functions() if f.address == T4][0]
+        self.assertEqual((13, tuple(sorted(uuids))),
+                         (t4.mdev_type('nvidia-222').available_instances,
+                          t4.mdev_type('nvidia-222').mdevs))
+
+    def test_type_without_name(self):
+        self.sim.remove_attr(M60, 'mdev_supported_types/nvidia-18/name')
+        devices = self._devices('nvidia-18')
+        self.assertIn('CUSTOM_NVIDIA_13F2_NVIDIA_18',
+                      devices[M60].deployables[0].traits)
+
+    def test_unknown_type_name(self):
+        devices = self._devices('nvidia-2222', 'nvidia-18')
+        self.assertEqual('PGPU', devices[T4].deployables[0].resource_class)
+        self.assertEqual('VGPU', devices[M60].deployables[0].resource_class)
+        self.assertOneWarning('enabled_mdev_types', 'nvidia-2222',
+                              'no GPU of this host offers')
+
+    def test_non_integer_available_instances(self):
+        self.sim.write_attr(
+            T4, 'mdev_supported_types/nvidia-223/available_instances', '8.0')
+        devices = self._devices('nvidia-18')
+        self.assertEqual([M60, OTHER], sorted(devices))
+        self.assertOneWarning(T4, 'nvidia-223', "'8.0'")
+
+    def test_no_capacity_left(self):
+        self.sim.set_available_instances(T4, 'nvidia-223', 0)
+        devices = self._devices('nvidia-223')
+        self.assertEqual([M60, OTHER], sorted(devices))
+        self.assertOneWarning(T4, 'nvidia-223', 'no instance available')
+
+    def test_bad_class(self):
+        self.sim.write_attr(M60, 'class', 'VGA')
+        self.assertEqual([T4, OTHER], sorted(self._devices()))
+        self.assertOneWarning(M60, 'class', "'VGA'")
+
+    def test_vfs_are_not_offered_whole(self):
+        host = simulator.SimulatedHost()
+        host.add_pf('10de', '20b0', '030200', num_vfs=2)
+        vf = host.add_gpu('10de', '20b0', address='0000:81:00.3',
+                          mdev_types=[{'type_id': 'nvidia-468',
+                                       'name': 'GRID A100-4C',
+                                       'available_instances': 1}])
+        vf.physfn = '0000:81:00.0'
+        host.write(self.root + '/vf')
+        self.source = sysfs.SysfsSource(self.root + '/vf')
+        self.assertEqual({}, self._devices())
+        devices = self._devices('nvidia-468')
+        self.assertEqual(['0000:81:00.3'], list(devices))
+        self.assertEqual(('CUSTOM_NVIDIA_20B0_A100_4C', 'OWNER_CYBORG'),
+                         devices['0000:81:00.3'].deployables[0].traits)
+
+
+# cyborg's NVIDIA driver trait for (vendor, product, type name), run in a
+# process of its own: cyborg's global options clash with Nova's.
+UPSTREAM = """
+import json, sys
+from cyborg.accelerator.drivers.gpu.nvidia import sysinfo
+result = []
+for vendor_id, product_id, name in json.loads(sys.argv[1]):
+    type_name = name.split(' ')[1].replace('-', '_') if name else None
+    result.append(sysinfo._get_traits(vendor_id, product_id,
+                                      type_name)['traits'])
+print(json.dumps(result))
+"""
+
+
+class UpstreamTraitTest(simhost.SimHostTestCase):
+
+    def test_same_traits_as_cyborg_nvidia_driver(self):
+        cases = [('10de', '1eb8', 'GRID T4-1B'), ('10de', '1eb8', None),
+                 ('10de', '13f2', 'GRID M60-2Q'),
+                 ('102b', '0536', None)]
+        out = subprocess.run(
+            [sys.executable, '-c', UPSTREAM, json.dumps(cases)],
+            check=True, capture_output=True, text=True).stdout
+        expected = json.loads(out.strip().splitlines()[-1])
+        for (vendor_id, product_id, name), traits in zip(cases, expected):
+            function = simulator.SimFunction('0000:81:00.0', vendor_id,
+                                             product_id, '030000')
+            mdev_type = name and simulator.SimMdevType('x', name)
+            self.assertEqual(traits, ['OWNER_CYBORG',
+                                      gpu.gpu_trait(function, mdev_type)])

@@ -1,0 +1,171 @@
+import os
+from xml.etree import ElementTree
+
+from sidecar import simulator
+from sidecar.sources import sysfs
+from tests.unit.sidecar import simhost
+
+
+def _nova_host(**kwargs):
+    """{address: (vendor, product, parent address, numa, mdev types)} of
+    Nova's fakelibvirt HostPCIDevicesInfo, read from its node XML."""
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    info = fakelibvirt.HostPCIDevicesInfo(**kwargs)
+    result = {}
+    for name in info.get_all_devices():
+        device = info.get_device_by_name(name)
+        root = ElementTree.fromstring(device.XMLDesc(0))
+        cap = root.find("capability[@type='pci']")
+        parent = None
+        if device.dev_type == 'VF':
+            parent = '0000:%02x:%02x.%x' % device.parent
+        numa = cap.find('numa')
+        types = tuple(
+            (t.get('id'), int(t.findtext('availableInstances')))
+            for t in cap.findall("capability[@type='mdev_types']/type"))
+        result[device.address] = (
+            cap.find('vendor').get('id')[2:].lower(),
+            cap.find('product').get('id')[2:].lower(), parent,
+            None if numa is None else int(numa.get('node')), types)
+    return result
+
+
+def _our_host(**kwargs):
+    host = simulator.from_fakelibvirt(**kwargs)
+    return {f.address: (f.vendor_id, f.product_id, f.physfn, f.numa_node,
+                        tuple((t.type_id, t.available_instances)
+                              for t in f.mdev_types))
+            for f in host.functions.values()}
+
+
+class FakelibvirtTest(simhost.SimHostTestCase):
+
+    def test_same_host_as_nova_fakelibvirt(self):
+        for kwargs in (
+                {},
+                {'num_pfs': 1, 'num_vfs': 1},
+                {'num_pci': 2, 'num_pfs': 2, 'num_vfs': 16,
+                 'num_mdevcap': 3, 'multiple_gpu_types': True},
+                {'num_pfs': 1, 'num_vfs': 4, 'product_ids': ['1515', '154c'],
+                 'numa_node': 1, 'bus': 0x82},
+                {'num_pfs': 0, 'num_vfs': 0, 'num_mdevcap': 1,
+                 'generic_types': True, 'numa_node': -1}):
+            self.assertEqual(_nova_host(**kwargs), _our_host(**kwargs),
+                             kwargs)
+
+    def test_default_addresses(self):
+        host = simulator.from_fakelibvirt(num_pfs=2, num_vfs=8)
+        self.assertEqual(
+            ['0000:81:00.%d' % f for f in range(5)] +
+            ['0000:81:01.%d' % f for f in range(5)], list(host.functions))
+
+    def test_arguments_checked_like_nova(self):
+        self.assertRaises(ValueError, simulator.from_fakelibvirt,
+                          num_pfs=0, num_vfs=2)
+        self.assertRaises(ValueError, simulator.from_fakelibvirt,
+                          num_pfs=2, num_vfs=3)
+
+
+class AddressTest(simhost.SimHostTestCase):
+
+    def test_vfs_follow_routing_ids_across_slots_and_buses(self):
+        host = simulator.SimulatedHost()
+        pf = host.add_pf(num_vfs=260)
+        self.assertEqual('0000:81:01.0', pf.virtfns[7])
+        self.assertEqual('0000:82:00.0', pf.virtfns[255])
+        self.assertEqual('0000:82:00.4', pf.virtfns[259])
+        self.assertEqual('0000:82:01.0', host.add_gpu().address)
+
+    def test_explicit_addresses(self):
+        host = simulator.SimulatedHost('0000:05:00.0')
+        self.assertEqual('0000:3b:00.0',
+                         host.add_pf(address='0000:3B:00.0').address)
+        self.assertEqual('0000:3b:01.0', host.add_pf().address)
+        self.assertRaises(ValueError, host.add_pf, address='0000:3b:00.0')
+        self.assertRaises(ValueError, host.add_pf, address='3b:00.0')
+
+    def test_vf_collision(self):
+        host = simulator.SimulatedHost()
+        host.add_pf(address='0000:81:00.2')
+        self.assertRaises(ValueError, host.add_pf, address='0000:81:00.0',
+                          num_vfs=2)
+
+
+class TreeTest(simhost.SimHostTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.sim = self.host(
+            pfs=[{'num_vfs': 2, 'vf_product_id': '1515'}],
+            fpgas=[{'function_id': simhost.FUNCTION_ID}],
+            gpus=[{'mdev_types': [simhost.T4_1B]}])
+        self.source = self.write(self.sim)
+
+    def _path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def test_layout(self):
+        pf = self._path('bus/pci/devices/0000:81:00.0')
+        self.assertEqual(os.path.realpath(pf), os.path.realpath(
+            self._path('bus/pci/devices/0000:81:00.1/physfn')))
+        self.assertEqual(os.path.realpath(self._path(
+            'bus/pci/devices/0000:81:00.2')), os.path.realpath(
+            os.path.join(pf, 'virtfn1')))
+        self.assertEqual('2', self.source.read_attr('0000:81:00.0',
+                                                    'sriov_numvfs'))
+        region = self._path('class/fpga_region/region0')
+        self.assertEqual(os.path.realpath(self._path(
+            'bus/pci/devices/0000:81:01.0')),
+            os.path.realpath(os.path.join(region, 'device')))
+        self.assertTrue(os.path.isfile(self._path(
+            'class/fpga_manager/fpga0/firmware')))
+        self.assertTrue(os.path.isfile(self._path(
+            'class/mdev_bus/0000:81:02.0/mdev_supported_types/nvidia-222/'
+            'create')))
+
+    def test_mdevs(self):
+        uuid = self.sim.create_mdev('0000:81:02.0', 'nvidia-222')
+        mdev = self._path('bus/mdev/devices', uuid)
+        self.assertTrue(os.path.isfile(os.path.join(mdev, 'remove')))
+        self.assertTrue(os.path.realpath(os.path.join(
+            mdev, 'mdev_type')).endswith('mdev_supported_types/nvidia-222'))
+        gpu = self.source.functions()[-1].mdev_type('nvidia-222')
+        self.assertEqual((15, (uuid,), 16),
+                         (gpu.available_instances, gpu.mdevs, gpu.capacity))
+        self.sim.remove_mdev('0000:81:02.0', 'nvidia-222', uuid)
+        self.assertFalse(os.path.lexists(mdev))
+        gpu = self.source.functions()[-1].mdev_type('nvidia-222')
+        self.assertEqual((16, ()), (gpu.available_instances, gpu.mdevs))
+        self.sim.set_available_instances('0000:81:02.0', 'nvidia-222', 3)
+        self.assertEqual(3, self.source.functions()[-1].mdev_types[0]
+                         .available_instances)
+
+    def test_vfs_come_and_go(self):
+        self.sim.remove_function('0000:81:00.1')
+        functions = {f.address: f for f in self.source.functions()}
+        self.assertNotIn('0000:81:00.1', functions)
+        self.assertEqual(('0000:81:00.2',), functions['0000:81:00.0'].virtfns)
+        self.assertEqual('1', self.source.read_attr('0000:81:00.0',
+                                                    'sriov_numvfs'))
+        self.assertEqual('0000:81:00.1', self.sim.add_vf('0000:81:00.0'))
+        functions = {f.address: f for f in self.source.functions()}
+        self.assertEqual('1515', functions['0000:81:00.1'].product_id)
+        self.assertEqual(('0000:81:00.1', '0000:81:00.2'),
+                         functions['0000:81:00.0'].virtfns)
+
+    def test_remove_fpga_and_function_id(self):
+        self.sim.set_function_id('0000:81:01.0', None)
+        self.assertEqual(simulator.NO_FUNCTION, self.source.read_attr(
+            '0000:81:01.0', 'fpga_region/region0/afu_id'))
+        self.sim.remove_function('0000:81:01.0')
+        self.assertEqual([], sysfs.fpga_regions(self.root))
+        self.assertNotIn('0000:81:01.0',
+                         [f.address for f in self.source.functions()])
+
+    def test_node_xml_round_trip(self):
+        root = ElementTree.fromstring(self.sim.node_xml())
+        names = [d.findtext('name') for d in root.findall('device')]
+        self.assertEqual(['computer', 'pci_0000_81_00_0', 'pci_0000_81_00_1',
+                          'pci_0000_81_00_2', 'pci_0000_81_01_0',
+                          'pci_0000_81_02_0'], names)
+        self.assertIsNotNone(root.find('device/capability/hardware/uuid'))
