@@ -56,11 +56,7 @@ class MdevManager:
             return
         LOG.info('Creating mdev %(uuid)s of type %(type)s on %(addr)s',
                  {'uuid': ah_uuid, 'type': asked_type, 'addr': pci_addr})
-        try:
-            privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
-        except OSError as exc:
-            raise exception.MdevError(uuid=ah_uuid, address=pci_addr,
-                                      reason=str(exc))
+        privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
 
     def remove(self, pci_addr, asked_type, ah_uuid):
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
@@ -72,8 +68,4 @@ class MdevManager:
             LOG.info('mdev %s does not exist; nothing to remove', ah_uuid)
             return
         LOG.info('Removing mdev %s', ah_uuid)
-        try:
-            privileged.remove_mdev(self._root, ah_uuid)
-        except OSError as exc:
-            raise exception.MdevError(uuid=ah_uuid, address=pci_addr,
-                                      reason=str(exc))
+        privileged.remove_mdev(self._root, ah_uuid)

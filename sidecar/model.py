@@ -25,7 +25,7 @@ def parse_bdf(address):
     Accepts only the canonical lower-case ``dddd:bb:ss.f`` form sysfs and
     libvirt use; raises ValueError for anything else.
     """
-    match = _BDF_RE.match(address or '')
+    match = _BDF_RE.fullmatch(address or '')
     if not match:
         raise ValueError('not a PCI address: %r' % (address,))
     return (match.group('domain'), match.group('bus'), match.group('slot'),

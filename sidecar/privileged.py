@@ -1,0 +1,302 @@
+"""The sidecar's privileged operations, run in an oslo.privsep daemon.
+
+These are the only things the sidecar does as root. Each entry point checks
+its own arguments again, whatever its caller already checked: the privileged
+daemon trusts nothing it is sent.
+
+Errors cross the privsep channel as ``type(exc)(*exc.args)``, so every
+exception raised here can be rebuilt from its ``args``: the sidecar's own
+errors (the message is the only argument), ``OSError``,
+``processutils.ProcessExecutionError`` and ``subprocess.TimeoutExpired``.
+"""
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+
+from oslo_concurrency import processutils
+from oslo_log import log as logging
+from oslo_privsep import capabilities
+from oslo_privsep import priv_context
+
+from sidecar import exception
+
+LOG = logging.getLogger(__name__)
+
+# CAP_DAC_OVERRIDE: write sysfs attributes and the firmware directory, both
+# writable by root only. CAP_SYS_ADMIN: what vendor programming tools and
+# some FPGA managers need. Nothing is chowned, so no CAP_CHOWN. Operators can
+# change the set with [sidecar_privsep] capabilities.
+sidecar_pctxt = priv_context.PrivContext(
+    'sidecar',
+    cfg_section='sidecar_privsep',
+    pypath=__name__ + '.sidecar_pctxt',
+    capabilities=[capabilities.CAP_DAC_OVERRIDE,
+                  capabilities.CAP_SYS_ADMIN],
+)
+
+MAX_SYSFS_VALUE = 128
+# Used with fullmatch: '$' would also match before a trailing newline.
+_PCI_RE = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
+_MDEV_TYPE_RE = re.compile(r'[A-Za-z0-9_.:-]{1,64}')
+_UUID_RE = re.compile(
+    r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
+_FIRMWARE_NAME_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
+_COPY_CHUNK = 1024 * 1024
+
+
+def _invalid(name, reason):
+    return exception.InvalidArgument(name=name, reason=reason)
+
+
+def _check_text(name, value):
+    if not isinstance(value, str) or not value:
+        raise _invalid(name, 'must be a non-empty string')
+    if '\0' in value:
+        raise _invalid(name, 'contains a NUL character')
+
+
+def _check_abs_dir(name, path):
+    _check_text(name, path)
+    if not os.path.isabs(path):
+        raise _invalid(name, '%r is not an absolute path' % path)
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        raise _invalid(name, '%r is not a directory' % path)
+    return real
+
+
+def _check_address(address):
+    if not isinstance(address, str) or not _PCI_RE.fullmatch(address):
+        raise _invalid('PCI address', '%r is not of the form dddd:bb:ss.f '
+                       '(lower-case hex)' % (address,))
+
+
+def _check_mdev_uuid(mdev_uuid):
+    if not isinstance(mdev_uuid, str) or not _UUID_RE.fullmatch(mdev_uuid):
+        raise _invalid('mdev UUID', '%r is not a canonical lower-case UUID'
+                       % (mdev_uuid,))
+
+
+def _check_mdev_type(mdev_type):
+    if (not isinstance(mdev_type, str) or
+            not _MDEV_TYPE_RE.fullmatch(mdev_type) or
+            set(mdev_type) == {'.'}):
+        raise _invalid('mdev type', '%r must be 1-64 characters among '
+                       'A-Z a-z 0-9 _ . : - and not a dot path'
+                       % (mdev_type,))
+
+
+def _resolve_under(root, relpath):
+    """Return the real path of ``root/relpath``, refusing any escape."""
+    real_root = _check_abs_dir('sysfs root', root)
+    _check_text('sysfs path', relpath)
+    if os.path.isabs(relpath):
+        raise _invalid('sysfs path', '%r is absolute; it must be relative '
+                       'to the sysfs root' % relpath)
+    target = os.path.realpath(os.path.join(real_root, relpath))
+    if (target == real_root or
+            os.path.commonpath([real_root, target]) != real_root):
+        raise _invalid('sysfs path', '%r resolves to %s, outside %s'
+                       % (relpath, target, real_root))
+    return target
+
+
+def _write_sysfs(root, relpath, value):
+    _check_text('sysfs value', value)
+    if '\n' in value or '\r' in value:
+        raise _invalid('sysfs value', 'contains a line break')
+    if len(value) > MAX_SYSFS_VALUE:
+        raise _invalid('sysfs value', 'longer than %d characters'
+                       % MAX_SYSFS_VALUE)
+    target = _resolve_under(root, relpath)
+    # No O_CREAT: a sysfs attribute that is not there is an error, never a
+    # file to make. O_NOFOLLOW: the path was resolved above.
+    fd = os.open(target, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW |
+                 os.O_CLOEXEC)
+    try:
+        data = value.encode('utf-8')
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(0, 'short write (%d of %d bytes) to %s'
+                          % (written, len(data), target))
+    finally:
+        os.close(fd)
+    LOG.info('Wrote %(value)r to %(path)s', {'value': value, 'path': target})
+
+
+@sidecar_pctxt.entrypoint
+def write_sysfs(root, relpath, value):
+    """Write ``value`` to the existing file ``<root>/<relpath>``.
+
+    The path is resolved (symlinks included) and must stay below ``root``.
+    ``value`` is one line of at most 128 characters, without NUL.
+    Raises InvalidArgument, or OSError from the write itself.
+    """
+    _write_sysfs(root, relpath, value)
+
+
+def _open_source(src):
+    """Open the file to copy; refuse what is not a plain, singly linked
+    file (a hard link is the way to pass a file one could not read by its
+    own name). O_NONBLOCK: a FIFO must not hang the daemon."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                     os.O_CLOEXEC)
+    except OSError as e:
+        raise _invalid('bitstream file', 'cannot open %s: %s'
+                       % (src, e.strerror))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise _invalid('bitstream file', '%s is not a regular file with '
+                       'a single link' % src)
+    return os.fdopen(fd, 'rb'), st
+
+
+@sidecar_pctxt.entrypoint
+def install_firmware(src, firmware_dir, name):
+    """Copy the regular file ``src`` to ``<firmware_dir>/<name>``.
+
+    ``name`` is a plain file name (no directory part). The copy is written
+    to a temporary file in ``firmware_dir`` then renamed over ``name``, so
+    the loader never sees half a file. Returns the installed file's path.
+    """
+    _check_text('firmware name', name)
+    if not _FIRMWARE_NAME_RE.fullmatch(name):
+        raise _invalid('firmware name', '%r must be a plain file name of '
+                       'letters, digits, _ . - (128 at most)' % name)
+    real_dir = _check_abs_dir('firmware directory', firmware_dir)
+    _check_text('bitstream file', src)
+    if not os.path.isabs(src):
+        raise _invalid('bitstream file', '%r is not an absolute path' % src)
+    source, st = _open_source(src)
+    with source:
+        target = os.path.join(real_dir, name)
+        fd, tmp = tempfile.mkstemp(dir=real_dir, prefix='.%s.' % name)
+        try:
+            with os.fdopen(fd, 'wb') as out:
+                while True:
+                    chunk = source.read(_COPY_CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    LOG.info('Installed firmware %(target)s (%(size)d bytes)',
+             {'target': target, 'size': st.st_size})
+    return target
+
+
+@sidecar_pctxt.entrypoint
+def run_command(argv, timeout):
+    """Run ``argv`` (no shell) and return ``(stdout, stderr)``.
+
+    Raises processutils.ProcessExecutionError on a non-zero exit,
+    subprocess.TimeoutExpired after ``timeout`` seconds (the command and its
+    process group are killed first) and OSError when it cannot be started.
+    """
+    if (not isinstance(argv, (list, tuple)) or not argv or
+            not all(isinstance(a, str) for a in argv)):
+        raise _invalid('command', 'must be a non-empty list of strings')
+    if not argv[0] or any('\0' in a for a in argv):
+        raise _invalid('command', 'empty program name or NUL character')
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+            or timeout <= 0):
+        raise _invalid('timeout', '%r is not a positive number of seconds'
+                       % (timeout,))
+    timed_out = []
+    timers = []
+
+    def start_timer(proc):
+        # Not processutils' own timeout: it leaves the command running, and
+        # under eventlet it raises a TimeoutExpired of another class.
+        def kill():
+            timed_out.append(True)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        timer = threading.Timer(timeout, kill)
+        timer.daemon = True
+        timers.append(timer)
+        timer.start()
+
+    def stop_timer(proc):
+        for timer in timers:
+            timer.cancel()
+
+    try:
+        return processutils.execute(*argv, preexec_fn=os.setsid,
+                                    on_execute=start_timer,
+                                    on_completion=stop_timer)
+    except processutils.ProcessExecutionError:
+        if timed_out:
+            raise subprocess.TimeoutExpired(list(argv), timeout)
+        raise
+    finally:
+        stop_timer(None)
+
+
+def _mdev_error(mdev_uuid, address, err):
+    reason = err.strerror or str(err)
+    return exception.MdevError(uuid=mdev_uuid, address=address,
+                               reason=reason)
+
+
+@sidecar_pctxt.entrypoint
+def create_mdev(root, parent_address, mdev_type, mdev_uuid):
+    """Create mdev ``mdev_uuid`` of ``mdev_type`` on ``parent_address``.
+
+    Raises InvalidArgument for a bad argument and MdevError when the kernel
+    refuses (type not supported, no instance left, UUID in use).
+    """
+    _check_address(parent_address)
+    _check_mdev_type(mdev_type)
+    _check_mdev_uuid(mdev_uuid)
+    relpath = os.path.join('class', 'mdev_bus', parent_address,
+                           'mdev_supported_types', mdev_type, 'create')
+    try:
+        _write_sysfs(root, relpath, mdev_uuid)
+    except FileNotFoundError:
+        real_root = os.path.realpath(root)
+        if not os.path.isdir(os.path.join(real_root, 'class', 'mdev_bus',
+                                          parent_address)):
+            reason = 'the device is not an mdev parent'
+        else:
+            reason = 'the device offers no mdev type %s' % mdev_type
+        raise exception.MdevError(uuid=mdev_uuid, address=parent_address,
+                                  reason=reason)
+    except OSError as e:
+        raise _mdev_error(mdev_uuid, parent_address, e)
+
+
+@sidecar_pctxt.entrypoint
+def remove_mdev(root, mdev_uuid):
+    """Remove the mdev ``mdev_uuid``; MdevError if it does not exist."""
+    real_root = _check_abs_dir('sysfs root', root)
+    _check_mdev_uuid(mdev_uuid)
+    device = os.path.join('bus', 'mdev', 'devices', mdev_uuid)
+    parent = os.path.basename(os.path.dirname(
+        os.path.realpath(os.path.join(real_root, device))))
+    if not _PCI_RE.fullmatch(parent):
+        parent = 'its parent device'
+    try:
+        _write_sysfs(root, os.path.join(device, 'remove'), '1')
+    except FileNotFoundError:
+        raise exception.MdevError(uuid=mdev_uuid, address=parent,
+                                  reason='no such mdev')
+    except OSError as e:
+        raise _mdev_error(mdev_uuid, parent, e)

@@ -1,0 +1,86 @@
+import os
+
+import fixtures
+import testtools
+
+from sidecar import exception
+from sidecar import mdev
+from sidecar import model
+from sidecar import privileged
+
+GPU = '0000:3b:00.0'
+UUID = 'b5b1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d11'
+
+
+class FakeInventory:
+    def device(self, address):
+        if address != GPU:
+            return None
+        handles = tuple(model.AttachHandle('MDEV', GPU, 'nvidia-35', i)
+                        for i in range(2))
+        dep = model.Deployable(GPU, 'VGPU', 2, attach_handles=handles)
+        return model.Device('GPU', '10de', '1eb8', GPU, (dep,))
+
+
+class FakeDomains:
+    users = {}
+
+    def devices_in_use(self):
+        return dict(self.users)
+
+
+class MdevManagerTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.calls = []
+        self.useFixture(fixtures.MockPatchObject(
+            privileged, 'create_mdev',
+            lambda *a: self.calls.append(('create',) + a)))
+        self.useFixture(fixtures.MockPatchObject(
+            privileged, 'remove_mdev',
+            lambda *a: self.calls.append(('remove',) + a)))
+        self.domains = FakeDomains()
+        self.manager = mdev.MdevManager(self.root, FakeInventory(),
+                                        self.domains)
+
+    def test_create(self):
+        self.manager.create(GPU, 'nvidia-35', UUID.upper())
+        self.assertEqual([('create', self.root, GPU, 'nvidia-35', UUID)],
+                         self.calls)
+
+    def test_create_existing_is_a_no_op(self):
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        self.manager.create(GPU, 'nvidia-35', UUID)
+        self.assertEqual([], self.calls)
+
+    def test_malformed_arguments_change_nothing(self):
+        for args in [('0000:3b:00.0\n', 'nvidia-35', UUID),
+                     ('../../x', 'nvidia-35', UUID),
+                     (GPU, 'nvidia-99', UUID),
+                     (GPU, '../nvidia-35', UUID),
+                     (GPU, 'nvidia-35', 'not-a-uuid'),
+                     ('0000:3c:00.0', 'nvidia-35', UUID)]:
+            self.assertRaises(exception.SidecarError, self.manager.create,
+                              *args)
+            self.assertRaises(exception.SidecarError, self.manager.remove,
+                              *args)
+        self.assertEqual([], self.calls)
+
+    def test_remove(self):
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        self.manager.remove(GPU, 'nvidia-35', UUID)
+        self.assertEqual([('remove', self.root, UUID)], self.calls)
+
+    def test_remove_missing_is_a_no_op(self):
+        self.manager.remove(GPU, 'nvidia-35', UUID)
+        self.assertEqual([], self.calls)
+
+    def test_remove_in_use_is_refused(self):
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        self.domains.users = {UUID: 'instance-3'}
+        ex = self.assertRaises(exception.DeviceBusy, self.manager.remove,
+                               GPU, 'nvidia-35', UUID)
+        self.assertIn('instance-3', str(ex))
+        self.assertEqual([], self.calls)
