@@ -35,3 +35,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, _stop)
     sidecar.wait()
     return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

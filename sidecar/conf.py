@@ -5,6 +5,7 @@ implicitly on the global ``cfg.CONF``: the daemon's ``main`` passes
 ``cfg.CONF``; tests build one ``ConfigOpts`` per simulated host.
 """
 
+import importlib
 import socket
 
 from keystoneauth1 import loading as ks_loading
@@ -141,8 +142,23 @@ KSA_GROUPS = {
 }
 
 
+def _register_messaging_globals(conf):
+    # oslo.messaging 18 reads [oslo_messaging_tracing] and
+    # [oslo_messaging_metrics] from the conf it is given but registers them
+    # on the global CONF only, so a private ConfigOpts (one per simulated
+    # host in the tests) needs them too.
+    for module, group in (('_tracing.client', 'oslo_messaging_tracing'),
+                          ('_metrics.client', 'oslo_messaging_metrics')):
+        try:
+            mod = importlib.import_module('oslo_messaging.' + module)
+        except ImportError:
+            continue
+        conf.register_opts(getattr(mod, group), group=group)
+
+
 def register_opts(conf):
     conf.register_opts(DEFAULT_OPTS)
+    _register_messaging_globals(conf)
     for group, opts in GROUPS.items():
         conf.register_opts(opts, group=group)
     for group, service_type in KSA_GROUPS.items():

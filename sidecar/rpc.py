@@ -6,6 +6,9 @@ from oslo_context import context as o_context
 
 from sidecar import objects
 
+#: Cyborg's services set ``control_exchange = cyborg`` for themselves
+#: (cyborg.common.config); the sidecar talks on the same exchange.
+EXCHANGE = 'cyborg'
 CONDUCTOR_TOPIC = 'cyborg-conductor'
 AGENT_TOPIC = 'cyborg-agent'
 RPC_API_VERSION = '1.0'
@@ -46,7 +49,7 @@ class ConductorClient:
     """The part of cyborg-conductor's RPC API an agent calls."""
 
     def __init__(self, conf, transport):
-        target = messaging.Target(topic=CONDUCTOR_TOPIC,
+        target = messaging.Target(exchange=EXCHANGE, topic=CONDUCTOR_TOPIC,
                                   version=RPC_API_VERSION)
         self._client = messaging.get_rpc_client(
             transport, target, version_cap=RPC_API_VERSION,
@@ -60,7 +63,8 @@ class ConductorClient:
 
 
 def get_agent_server(transport, host, endpoint):
-    target = messaging.Target(topic=AGENT_TOPIC, server=host,
+    target = messaging.Target(exchange=EXCHANGE, topic=AGENT_TOPIC,
+                              server=host,
                               version=RPC_API_VERSION)
     return messaging.get_rpc_server(
         transport, target, [endpoint], executor='threading',

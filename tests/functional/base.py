@@ -14,10 +14,14 @@
   (tests.functional.harness.cyborg_fixture); Nova reaches them over HTTP
   with the user's token and a service token, as in a deployment.
 
-Devices: each simulated host's fakelibvirt PCI PFs are reported to the real
-cyborg-conductor (``report_data``) as FPGA devices whose VFs are the PCI
-attach handles, so a BDF in a domain XML can be checked against the
-host's real (simulated) inventory.
+Devices: each simulated host runs a nova-cyborg sidecar
+(tests.functional.harness.sidecar_fixture) that discovers FPGAs in a sysfs
+tree generated for the same PCI addresses as the host's fakelibvirt PFs and
+VFs, and reports them to the real cyborg-conductor over RabbitMQ (one vhost
+per test); the conductor writes Placement. So a BDF in a domain XML can be
+checked against the host's real (simulated) inventory. Cyborg finds
+bitstreams in a real Glance (tests.functional.harness.glance_fixture),
+started by the tests that program FPGAs.
 """
 
 # Nova chooses eventlet or native threads before anything else is imported.
@@ -35,9 +39,13 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
 
+from sidecar import simulator
+from tests.functional.harness import broker
 from tests.functional.harness import cyborg_fixture
+from tests.functional.harness import glance_fixture
 from tests.functional.harness import identity
 from tests.functional.harness import loopback
+from tests.functional.harness import sidecar_fixture
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 
@@ -76,8 +84,8 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
     #: FPGA PFs and VFs (attach handles) per simulated host.
     NUM_PFS = 1
     NUM_VFS = 2
-    #: Trait every deployable of a host gets, besides CUSTOM_FPGA_<host>.
-    DEVICE_TRAITS = ('CUSTOM_FPGA_INTEL',)
+    #: Vendor id of every simulated FPGA (8086 gives CUSTOM_FPGA_INTEL).
+    FPGA_VENDOR = '8086'
 
     #: True to run against Nova patched by nova-cyborg, False for upstream.
     PATCHED = True
@@ -101,11 +109,18 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
             'nova.api.auth.NovaKeystoneContext._create_context',
             _create_context))
 
+        self.broker = self.useFixture(broker.BrokerFixture())
+        self.clouds_yaml = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'clouds.yaml')
+        self.glance = None
         self.cyborg = self.useFixture(cyborg_fixture.CyborgFixture(
-            self.placement_url, nova_root + '/v2.1'))
+            self.placement_url, nova_root + '/v2.1',
+            transport_url=self.broker.transport_url,
+            clouds_yaml=self.clouds_yaml))
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
         self._configure_service_user()
         self.hosts = {}
+        self.sidecars = {}
 
     def _setup_services(self):
         # Nova's test config expects api-paste.ini under site-packages; pip
@@ -127,75 +142,109 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
 
     # Hosts and devices
 
-    def start_accel_compute(self, hostname, num_pfs=None, num_vfs=None,
-                            traits=None, report=True, memory_gb=16):
-        """Start a simulated host and report its FPGAs to Cyborg.
+    def start_glance(self):
+        """Start the real Glance that Cyborg and sidecars take bitstreams
+        from."""
+        if self.glance is None:
+            self.glance = self.useFixture(glance_fixture.GlanceFixture())
+            self.glance.clouds_yaml(self.clouds_yaml)
+        return self.glance
 
-        :param traits: traits of every PF's deployable, or a list with one
-            tuple of traits per PF.
+    def create_bitstream(self, function_id, extra=''):
+        """A bitstream image loading ``function_id`` (32 hex digits)."""
+        glance = self.start_glance()
+        return glance.create_image(
+            'bitstream-%s' % function_id[:8],
+            ('%s%s\n' % (extra, function_id)).encode(),
+            {'accel:function_id': function_id})
+
+    def start_accel_compute(self, hostname, num_pfs=None, num_vfs=None,
+                            vendors=None, function_ids=None, sidecar=True,
+                            memory_gb=16, num_mdevcap=0, mdev_types=(),
+                            drivers=('fpga',), program_lease=600,
+                            extra_config=''):
+        """Start a simulated host with FPGAs, and its sidecar.
+
+        :param vendors: vendor id of each PF's FPGA (default FPGA_VENDOR).
+        :param function_ids: function loaded in each PF's FPGA.
+        :param sidecar: False to report the FPGAs through the Cyborg child's
+            control route instead (``report_data`` with chosen values).
+        :param num_mdevcap: mdev-capable GPUs (fakelibvirt's, ``nvidia-11``
+            with 16 instances), reported by the ``gpu`` driver.
         :param memory_gb: host memory; the RAM weigher prefers more.
         """
+        num_pfs = num_pfs or self.NUM_PFS
+        num_vfs = num_vfs or self.NUM_VFS
         pci_info = fakelibvirt.HostPCIDevicesInfo(
-            num_pci=0, num_pfs=num_pfs or self.NUM_PFS,
-            num_vfs=num_vfs or self.NUM_VFS)
+            num_pci=0, num_pfs=num_pfs, num_vfs=num_vfs,
+            num_mdevcap=num_mdevcap)
         host_info = fakelibvirt.HostInfo(
             cpu_nodes=2, cpu_sockets=1, cpu_cores=2, cpu_threads=2,
             kB_mem=memory_gb * 1024 * 1024)
         self.start_compute(hostname=hostname, pci_info=pci_info,
                            host_info=host_info)
-        devices = self._fpga_devices(hostname, pci_info, traits)
-        self.hosts[hostname] = devices
-        if report:
-            self.cyborg.report_data(hostname, devices)
-        return devices
+        # The same addresses as fakelibvirt's; its PFs become FPGAs.
+        layout = simulator.from_fakelibvirt(
+            num_pfs=num_pfs, num_vfs=num_vfs, num_mdevcap=num_mdevcap)
+        host = simulator.SimulatedHost()
+        vendors = iter(vendors or [self.FPGA_VENDOR] * num_pfs)
+        function_ids = iter(function_ids or [None] * num_pfs)
+        for f in layout.functions.values():
+            if f.mdev_types:
+                host.add_gpu(f.vendor_id, f.product_id, f.class_id,
+                             address=f.address, mdev_types=f.mdev_types)
+            elif f.physfn is None:
+                host.add_fpga(vendor_id=next(vendors), address=f.address,
+                              num_vfs=len(f.virtfns),
+                              function_id=next(function_ids))
+        self.hosts[hostname] = host
+        if sidecar:
+            conn = self.computes[hostname].driver._host.get_connection()
+            self.sidecars[hostname] = self.useFixture(
+                sidecar_fixture.SidecarFixture(
+                    hostname, host, self.broker.transport_url,
+                    self.placement_url, lambda: conn,
+                    glance_url=self.glance and self.glance.endpoint,
+                    drivers=drivers, mdev_types=mdev_types,
+                    program_lease=program_lease, extra=extra_config))
+        return host
 
-    def _fpga_devices(self, hostname, pci_info, traits):
+    def report_via_harness(self, hostname, in_use=False):
+        """Report a host's FPGAs without its sidecar (chosen values)."""
+        host = self.hosts[hostname]
         devices = []
-        names = sorted(pci_info.get_all_devices())
-        pfs = [n for n in names
-               if pci_info.get_device_by_name(n).dev_type == 'PF']
-        traits = traits or self.DEVICE_TRAITS
-        if not isinstance(traits, list):
-            traits = [traits] * len(pfs)
-        for name, pf_traits in zip(pfs, traits):
-            pf_bdf = bdf_of(name)
-            vfs = [bdf_of(n) for n in names
-                   if pci_info.get_device_by_name(n).dev_type == 'VF' and
-                   bdf_of(n).rsplit('.', 1)[0] == pf_bdf.rsplit('.', 1)[0]]
-            attrs = {'rc': 'FPGA'}
-            for i, trait in enumerate(
-                    list(pf_traits) +
-                    ['CUSTOM_FPGA_%s' % hostname.upper()]):
-                attrs['trait%d' % i] = trait
+        for pf in host.functions.values():
+            if pf.physfn is not None or pf.region is None:
+                continue
+            vfs = [a for a in pf.virtfns.values()]
             devices.append({
-                'vendor': '8086', 'model': 'simulated-fpga', 'type': 'FPGA',
-                'std_board_info': {'product_id': '1515',
-                                   'controller': 'simulated'},
+                'vendor': pf.vendor_id, 'model': pf.product_id,
+                'type': 'FPGA', 'std_board_info': {},
                 'controlpath_id': {'cpid_type': 'PCI',
-                                   'cpid_info': cpid(pf_bdf)},
+                                   'cpid_info': cpid(pf.address)},
                 'deployables': [{
-                    'name': '%s_%s' % (hostname, pf_bdf),
+                    'name': '%s_%s' % (hostname, pf.address),
                     'num_accelerators': len(vfs),
-                    'driver_name': 'simulated',
-                    'attributes': attrs,
+                    'driver_name': 'intel',
+                    'attributes': {'rc': 'FPGA',
+                                   'trait0': 'CUSTOM_FPGA_INTEL'},
                     'attach_handles': [
                         {'attach_type': 'PCI', 'attach_info': cpid(vf),
-                         'in_use': False} for vf in vfs],
+                         'in_use': in_use} for vf in vfs],
                 }],
             })
-        return devices
+        self.cyborg.report_data(hostname, devices)
 
     def pf_bdfs(self, hostname):
-        """BDFs of a host's FPGA PFs, in the order they were reported."""
-        return [dev['deployables'][0]['name'].split('_', 1)[1]
-                for dev in self.hosts[hostname]]
+        """PCI addresses of a host's FPGA PFs."""
+        return sorted(f.address for f in self.hosts[hostname].functions
+                      .values() if f.region is not None)
 
     def handle_bdfs(self, hostname):
-        return {canonical_bdf(*(h['attach_info'][k] for k in
-                                ('domain', 'bus', 'device', 'function')))
-                for dev in self.hosts[hostname]
-                for dep in dev['deployables']
-                for h in dep['attach_handles']}
+        """PCI addresses of the VFs of a host's FPGAs."""
+        pfs = self.pf_bdfs(hostname)
+        return {f.address for f in self.hosts[hostname].functions.values()
+                if f.physfn in pfs}
 
     def device_rp_uuids(self, hostname):
         """{deployable name: provider uuid} of a host's device providers."""
@@ -244,6 +293,44 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
     def allocations(self, server_id):
         return self.placement.get(
             '/allocations/%s' % server_id).body['allocations']
+
+    # What a user checks, together
+
+    def _device_allocations(self, server_id):
+        """{provider uuid: FPGA amount} of the server's allocation."""
+        return {rp: alloc['resources']['FPGA']
+                for rp, alloc in self.allocations(server_id).items()
+                if 'FPGA' in alloc['resources']}
+
+    def assert_accelerated(self, server, expected_arqs):
+        """ACTIVE, one hostdev per ARQ with its BDF, ARQs bound right."""
+        self.assertEqual('ACTIVE', server['status'])
+        host = server['OS-EXT-SRV-ATTR:host']
+        arqs = self.cyborg.list_arqs(server['id'])
+        self.assertEqual(expected_arqs, len(arqs))
+        device_allocs = self._device_allocations(server['id'])
+        for arq in arqs:
+            self.assertEqual('Bound', arq['state'])
+            self.assertEqual(host, arq['hostname'])
+            self.assertEqual(server['id'], arq['instance_uuid'])
+            self.assertIn(arq['device_rp_uuid'], device_allocs)
+            self.assertEqual('PCI', arq['attach_handle_type'])
+        # Each provider's allocation matches the ARQs bound to it.
+        per_rp = {}
+        for arq in arqs:
+            per_rp[arq['device_rp_uuid']] = per_rp.get(
+                arq['device_rp_uuid'], 0) + 1
+        self.assertEqual(device_allocs, per_rp)
+        # The domain has exactly the ARQs' BDFs, each a real VF of the host.
+        arq_bdfs = sorted(self.arq_bdf(arq) for arq in arqs)
+        self.assertEqual(arq_bdfs, self.hostdev_bdfs(server))
+        self.assertEqual(len(arq_bdfs), len(set(arq_bdfs)))
+        self.assertTrue(set(arq_bdfs) <= self.handle_bdfs(host))
+        return arqs
+
+    def assert_nothing_left(self, server_id):
+        self.assertEqual([], self.cyborg.list_arqs(server_id))
+        self.assertEqual({}, self.allocations(server_id))
 
 
 class _NovaIdentity(object):

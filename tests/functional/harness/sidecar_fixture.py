@@ -1,0 +1,134 @@
+"""One nova-cyborg sidecar per simulated host, in the test process.
+
+The sidecar runs beside Nova (not in Cyborg's child process) because it asks
+libvirt which devices domains use, and the domains of a simulated host live
+in that host's fakelibvirt connection in this process. It reaches the real
+cyborg-conductor through RabbitMQ (:mod:`tests.functional.harness.broker`),
+Placement and Glance over loopback HTTP, and reads a sysfs tree written by
+:mod:`sidecar.simulator` for the same PCI addresses fakelibvirt shows Nova.
+
+FPGAs are programmed with the ``command`` programmer running
+:mod:`tests.functional.harness.fpga_device`, which stands in for the card: it
+loads the function id a test bitstream names into the region's ``afu_id``.
+"""
+
+import os
+import sys
+
+import fixtures
+import oslo_messaging as messaging
+from oslo_config import cfg
+
+from sidecar import conf as sidecar_conf
+from sidecar import factory
+from sidecar import privileged
+
+CONFIG_TEMPLATE = """\
+[DEFAULT]
+host = {host}
+
+[sidecar]
+enabled_drivers = {drivers}
+sysfs_root = {sysfs_root}
+state_path = {state_path}
+report_interval = 3600
+resync_interval = 0
+program_lease = {program_lease}
+rpc_response_timeout = 30
+
+[gpu]
+enabled_mdev_types = {mdev_types}
+
+[fpga]
+programmer = command
+program_command = {program_command}
+
+[placement]
+auth_type = admin_token
+endpoint = {placement_url}
+token = admin
+
+[glance]
+auth_type = none
+endpoint_override = {glance_url}
+"""
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+
+
+def write_config(path, **values):
+    values.setdefault('program_command', ' '.join((
+        sys.executable, '-m', 'tests.functional.harness.fpga_device',
+        values['sysfs_root'], '{address}', '{bitstream}')))
+    values.setdefault('drivers', 'fpga')
+    values.setdefault('mdev_types', '')
+    values.setdefault('program_lease', 600)
+    values.setdefault('glance_url', 'http://127.0.0.1:9')
+    with open(path, 'w') as f:
+        f.write(CONFIG_TEMPLATE.format(**values))
+    return path
+
+
+class SidecarFixture(fixtures.Fixture):
+    """A started sidecar for ``host``.
+
+    :param simulated: a :class:`sidecar.simulator.SimulatedHost`; its tree
+        is written under this fixture's directory.
+    :param connect: returns the libvirt connection to ask about domains.
+
+    After setUp: ``sidecar`` (the service), ``simulated``, ``sysfs_root``,
+    ``config_path``.
+    """
+
+    def __init__(self, host, simulated, transport_url, placement_url,
+                 connect, glance_url=None, drivers=('fpga',),
+                 mdev_types=(), program_lease=600, extra=''):
+        super().__init__()
+        self.host = host
+        self.simulated = simulated
+        self.transport_url = transport_url
+        self.placement_url = placement_url
+        self.connect = connect
+        self.glance_url = glance_url
+        self.drivers = drivers
+        self.mdev_types = mdev_types
+        self.program_lease = program_lease
+        self.extra = extra
+
+    def _setUp(self):
+        base = self.useFixture(fixtures.TempDir()).path
+        self.sysfs_root = self.simulated.write(os.path.join(base, 'sys'))
+        self.config_path = write_config(
+            os.path.join(base, 'sidecar.conf'), host=self.host,
+            drivers=','.join(self.drivers),
+            mdev_types=','.join(self.mdev_types),
+            sysfs_root=self.sysfs_root,
+            state_path=os.path.join(base, 'state'),
+            program_lease=self.program_lease,
+            placement_url=self.placement_url,
+            glance_url=self.glance_url or 'http://127.0.0.1:9')
+        if self.extra:
+            with open(self.config_path, 'a') as f:
+                f.write('\n' + self.extra + '\n')
+        # Privileged calls run in this process (the tests run as root).
+        privileged.sidecar_pctxt.set_client_mode(False)
+        self.addCleanup(privileged.sidecar_pctxt.set_client_mode, True)
+
+        self.conf = cfg.ConfigOpts()
+        sidecar_conf.register_opts(self.conf)
+        self.conf(['--config-file', self.config_path], project='nova-cyborg',
+                  default_config_files=[], default_config_dirs=[])
+        transport = messaging.get_rpc_transport(self.conf,
+                                                url=self.transport_url)
+        self.addCleanup(transport.cleanup)
+        self.sidecar = factory.build(self.conf, transport=transport,
+                                     connect=self.connect)
+        self.sidecar.start()
+        self.addCleanup(self.sidecar.stop)
+
+    def cycle(self):
+        """Run one discovery cycle now; True if a report was sent."""
+        sends = self.sidecar.reporter.sends
+        self.sidecar.run_cycle()
+        return self.sidecar.reporter.sends > sends

@@ -1,0 +1,382 @@
+"""The sidecar against the real cyborg-conductor, Placement and Nova.
+
+What a deployer checks after replacing cyborg-agent: the providers,
+inventories and traits each driver produces; that an unchanged host sends
+nothing; that a boot asking for a bitstream programs the FPGA and ends
+ACTIVE with the new function trait; and that two boots asking different
+functions of one single-program FPGA never reprogram it under a server.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import fixtures
+import oslo_messaging as messaging
+from oslo_config import cfg
+
+from sidecar import conf as sidecar_conf
+from sidecar import rpc
+from tests.functional import base
+from tests.functional.harness import sidecar_fixture
+
+F_A = 'a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4'
+F_B = 'f0f0f0f01e1e1e1e2d2d2d2d3c3c3c3c'
+F_OLD = '00000000000000000000000000000abc'
+
+
+def function_trait(function_id, vendor='INTEL'):
+    return 'CUSTOM_FPGA_FUNCTION_ID_%s_%s' % (vendor, function_id.upper())
+
+
+class SidecarTestBase(base.AcceleratorTestBase):
+
+    def provider(self, name):
+        rp = self.placement.get(
+            '/resource_providers?name=%s' % name).body['resource_providers']
+        self.assertEqual(1, len(rp), name)
+        return rp[0]
+
+    def inventory(self, name):
+        uuid = self.provider(name)['uuid']
+        return self.placement.get(
+            '/resource_providers/%s/inventories' % uuid,
+            version='1.26').body['inventories']
+
+    def traits(self, name):
+        uuid = self.provider(name)['uuid']
+        return set(self.placement.get(
+            '/resource_providers/%s/traits' % uuid,
+            version='1.6').body['traits'])
+
+    def programmed(self, hostname):
+        """(address, function id) of every programming job on a host."""
+        log = os.path.join(
+            os.path.dirname(self.sidecars[hostname].sysfs_root),
+            'programmed.log')
+        if not os.path.exists(log):
+            return []
+        with open(log) as f:
+            return [tuple(line.split()[1:]) for line in f]
+
+    def loaded(self, hostname, address):
+        region = self.hosts[hostname].functions[address].region
+        path = os.path.join(
+            self.sidecars[hostname].sysfs_root, 'bus', 'pci', 'devices',
+            address, 'fpga_region', 'region%d' % region, 'afu_id')
+        with open(path) as f:
+            return f.read().strip()
+
+
+class ReportTest(SidecarTestBase):
+
+    def test_fpga_providers_inventories_traits(self):
+        self.start_accel_compute('compute1', num_pfs=2, num_vfs=4,
+                                 vendors=['8086', '10ee'],
+                                 function_ids=[F_OLD, None])
+        intel, xilinx = ('compute1_' + pf for pf in self.pf_bdfs('compute1'))
+        for name in (intel, xilinx):
+            inv = self.inventory(name)['FPGA']
+            self.assertEqual((2, 2, 0), (inv['total'], inv['max_unit'],
+                                         inv['reserved']))
+        self.assertTrue({'OWNER_CYBORG', 'CUSTOM_FPGA_INTEL',
+                         function_trait(F_OLD)} <= self.traits(intel))
+        xilinx_traits = self.traits(xilinx)
+        self.assertIn('CUSTOM_FPGA_XILINX', xilinx_traits)
+        self.assertFalse([t for t in xilinx_traits
+                          if t.startswith('CUSTOM_FPGA_FUNCTION_ID')])
+        # The providers hang under the compute node's provider.
+        compute_rp = self._get_provider_uuid_by_host('compute1')
+        self.assertEqual(compute_rp,
+                         self.provider(intel)['parent_provider_uuid'])
+        # Cyborg holds the devices, deployables and attach handles.
+        deployables = {d['name']: d for d in self.cyborg.list_deployables()}
+        self.assertEqual({intel, xilinx}, set(deployables))
+        self.assertEqual(2, deployables[intel]['num_accelerators'])
+
+    def test_gpu_providers(self):
+        self.start_accel_compute('compute1', num_mdevcap=2,
+                                 drivers=('gpu', 'fpga'),
+                                 mdev_types=('nvidia-11',))
+        gpus = sorted(f.address for f in self.hosts['compute1'].functions
+                      .values() if f.mdev_types)
+        for gpu in gpus:
+            name = 'compute1_' + gpu
+            inv = self.inventory(name)
+            self.assertEqual(['VGPU'], list(inv))
+            self.assertEqual(16, inv['VGPU']['total'])
+            self.assertIn('OWNER_CYBORG', self.traits(name))
+        # The FPGAs are still reported beside them.
+        for pf in self.pf_bdfs('compute1'):
+            self.assertIn('FPGA', self.inventory('compute1_' + pf))
+
+    def test_pci_device_spec(self):
+        spec = {'vendor_id': '8086', 'product_id': '0b30',
+                'resource_class': 'CUSTOM_QAT', 'traits': ['qat-c62x']}
+        self.start_accel_compute(
+            'compute1', drivers=('pci',),
+            extra_config='[pci]\ndevice_spec = %s' % json.dumps(spec))
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        self.assertEqual(2, self.inventory(name)['CUSTOM_QAT']['total'])
+        self.assertTrue({'OWNER_CYBORG', 'CUSTOM_QAT_C62X',
+                         'CUSTOM_PCI_8086', 'CUSTOM_PCI_PRODUCT_ID_0B30'}
+                        <= self.traits(name))
+
+    def test_unchanged_sends_nothing_and_changes_are_reported(self):
+        self.start_accel_compute('compute1', num_vfs=4, num_pfs=1)
+        sidecar = self.sidecars['compute1']
+        self.assertFalse(sidecar.cycle())
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        host = self.hosts['compute1']
+        # A VF disappears: inventory follows.
+        host.remove_function(max(host.functions[pf].virtfns.values()))
+        self.assertTrue(sidecar.cycle())
+        self.assertEqual(3, self.inventory(name)['FPGA']['total'])
+        # A function is loaded out of band: the trait follows.
+        host.set_function_id(pf, F_A)
+        self.assertTrue(sidecar.cycle())
+        self.assertIn(function_trait(F_A), self.traits(name))
+        host.set_function_id(pf, F_B)
+        self.assertTrue(sidecar.cycle())
+        traits = self.traits(name)
+        self.assertIn(function_trait(F_B), traits)
+        self.assertNotIn(function_trait(F_A), traits)
+        self.assertIn('CUSTOM_FPGA_INTEL', traits)
+        self.assertFalse(sidecar.cycle())
+
+
+class ProgramTest(SidecarTestBase):
+
+    def _profile(self, function_id):
+        image = self.create_bitstream(function_id)
+        return self.create_profile_flavor(
+            [{'resources:FPGA': '1', 'accel:bitstream_id': image}])[1]
+
+    def test_boot_programs_the_fpga(self):
+        self.start_glance()
+        flavor = self._profile(F_A)
+        self.start_accel_compute('compute1', function_ids=[F_OLD])
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        server = self.boot(flavor)
+        self.assert_accelerated(server, 1)
+        self.assertEqual(F_A, self.loaded('compute1', pf))
+        self.assertEqual([(pf, F_A)], self.programmed('compute1'))
+        traits = self.traits(name)
+        self.assertIn(function_trait(F_A), traits)
+        self.assertNotIn(function_trait(F_OLD), traits)
+        self.assertEqual(0, self.inventory(name)['FPGA']['reserved'])
+        # The sidecar's next report agrees with what the conductor wrote.
+        self.sidecars['compute1'].cycle()
+        self.assertIn(function_trait(F_A), self.traits(name))
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
+
+    def _boot_both(self, flavor_a, flavor_b):
+        servers = [self._create_server(
+            flavor_id=flavor, image_uuid=base.IMAGE, networks='none',
+            expected_state=None, name='server-%d' % i)
+            for i, flavor in enumerate((flavor_a, flavor_b))]
+        return [self._wait_for_state_change(s, 'BUILD') for s in servers]
+
+    def test_two_functions_two_hosts(self):
+        # Both servers are first sent to compute1 (more RAM), whose FPGA can
+        # hold one function. One is served there; the other's programming
+        # is refused and it is rescheduled to compute2.
+        self.start_glance()
+        flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
+        self.start_accel_compute('compute1', memory_gb=32)
+        self.start_accel_compute('compute2', memory_gb=16)
+        servers = self._boot_both(flavor_a, flavor_b)
+        self.assertEqual(['ACTIVE', 'ACTIVE'],
+                         [s['status'] for s in servers])
+        hosts = [s['OS-EXT-SRV-ATTR:host'] for s in servers]
+        self.assertEqual({'compute1', 'compute2'}, set(hosts))
+        for server, host, function_id in zip(servers, hosts, (F_A, F_B)):
+            (pf,) = self.pf_bdfs(host)
+            self.assertEqual(F_A if server is servers[0] else F_B,
+                             self.loaded(host, pf))
+            # Programmed once: never under the other server.
+            self.assertEqual([(pf, function_id)], self.programmed(host))
+            self.assertIn(function_trait(function_id),
+                          self.traits(host + '_' + pf))
+            self.assertEqual(
+                0, self.inventory(host + '_' + pf)['FPGA']['reserved'])
+            self.assert_accelerated(server, 1)
+
+    def test_two_functions_one_host(self):
+        self.start_glance()
+        flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
+        self.start_accel_compute('compute1')
+        servers = self._boot_both(flavor_a, flavor_b)
+        by_state = {s['status']: s for s in servers}
+        self.assertEqual({'ACTIVE', 'ERROR'}, set(by_state))
+        active, failed = by_state['ACTIVE'], by_state['ERROR']
+        (pf,) = self.pf_bdfs('compute1')
+        function_id = F_A if active is servers[0] else F_B
+        self.assertEqual(function_id, self.loaded('compute1', pf))
+        self.assertEqual([(pf, function_id)], self.programmed('compute1'))
+        # The refused server holds nothing.
+        self.assertEqual([], self.cyborg.list_arqs(failed['id']))
+        self.assertEqual({}, self.allocations(failed['id']))
+        self.assertEqual(
+            0, self.inventory('compute1_' + pf)['FPGA']['reserved'])
+
+    def test_never_reprogrammed_under_a_running_server(self):
+        # No promise at all (program_lease = 0): only libvirt's answer
+        # protects the running server.
+        self.start_glance()
+        flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
+        self.start_accel_compute('compute1', program_lease=0)
+        (pf,) = self.pf_bdfs('compute1')
+        first = self.boot(flavor_a)
+        time.sleep(0.1)
+        second = self.boot(flavor_b, expected_state='ERROR')
+        self.assertEqual(F_A, self.loaded('compute1', pf))
+        self.assertEqual([(pf, F_A)], self.programmed('compute1'))
+        self.assertEqual('ACTIVE', self._get_server(first['id'])['status'])
+        self.assertEqual([], self.cyborg.list_arqs(second['id']))
+        self.assertEqual({}, self.allocations(second['id']))
+
+
+class DaemonTest(SidecarTestBase):
+    """``nova-cyborg-sidecar`` as a process, killed mid-programming."""
+
+    def _start_daemon(self, config_path, log_path):
+        process = subprocess.Popen(
+            [sys.executable, '-m', 'sidecar.cmd', '--config-file',
+             config_path, '--log-file', log_path],
+            cwd=sidecar_fixture.REPO_ROOT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.addCleanup(self._kill, process)
+        return process
+
+    @staticmethod
+    def _conf():
+        conf = cfg.ConfigOpts()
+        sidecar_conf.register_opts(conf)
+        conf([], default_config_files=[], default_config_dirs=[])
+        return conf
+
+    def _agent_client(self, host):
+        """What cyborg-conductor calls agents with."""
+        transport = messaging.get_rpc_transport(
+            self._conf(), url=self.broker.transport_url)
+        self.addCleanup(transport.cleanup)
+        return messaging.get_rpc_client(
+            transport, messaging.Target(
+                exchange=rpc.EXCHANGE, topic=rpc.AGENT_TOPIC, server=host,
+                version=rpc.RPC_API_VERSION),
+            serializer=rpc.serializer())
+
+    @staticmethod
+    def _kill(process):
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def _wait(self, predicate, what, log_path, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        with open(log_path) as f:
+            self.fail('%s did not happen; sidecar log:\n%s' % (
+                what, f.read()[-4000:]))
+
+    def test_killed_mid_programming_comes_back_consistent(self):
+        glance = self.start_glance()
+        slow = self.create_bitstream(F_B, extra='sleep 120\n')
+        good = self.create_bitstream(F_A)
+        host = self.start_accel_compute('compute1', sidecar=False,
+                                        function_ids=[F_OLD])
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        base_dir = self.useFixture(fixtures.TempDir()).path
+        sysfs_root = host.write(os.path.join(base_dir, 'sys'))
+        state = os.path.join(base_dir, 'state')
+        config = sidecar_fixture.write_config(
+            os.path.join(base_dir, 'sidecar.conf'), host='compute1',
+            sysfs_root=sysfs_root, state_path=state,
+            placement_url=self.placement_url, glance_url=glance.endpoint)
+        privsep_helper = os.path.join(os.path.dirname(sys.executable),
+                                      'privsep-helper')
+        with open(config, 'a') as f:
+            f.write('\n[DEFAULT]\ntransport_url = %s\n'
+                    '[sidecar]\nlibvirt_uri = test:///default\n'
+                    '[sidecar_privsep]\nhelper_command = %s --config-file '
+                    '%s\n' % (self.broker.transport_url, privsep_helper,
+                              config))
+        log = os.path.join(base_dir, 'sidecar.log')
+        daemon = self._start_daemon(config, log)
+        self._wait(lambda: name in {d['name'] for d in
+                                    self.cyborg.list_deployables()},
+                   'the first report', log)
+
+        # Ask for a bitstream the "card" takes two minutes to load, as
+        # cyborg-conductor would, and kill the sidecar while it loads.
+        client = self._agent_client('compute1')
+        cpid = {'cpid_type': 'PCI', 'cpid_info': dict(zip(
+            ('domain', 'bus', 'device', 'function'),
+            pf.replace('.', ':').split(':')))}
+        context = rpc.admin_context()
+        client.cast(context, 'fpga_program', controlpath_id=cpid,
+                    bitstream_uuid=slow, driver_name='intel')
+        self._wait(lambda: self.inventory(name)['FPGA']['reserved'] == 2,
+                   'the reservation while programming', log)
+        journal_file = os.path.join(state, 'programming.json')
+        with open(journal_file) as f:
+            self.assertIn(pf, json.load(f))
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+
+        # Back: the provider offers the device again, with the function
+        # the card really holds; the journal is closed.
+        self._start_daemon(config, log)
+        self._wait(lambda: self.inventory(name)['FPGA']['reserved'] == 0,
+                   'the reservation to be undone', log)
+        with open(journal_file) as f:
+            self.assertEqual({}, json.load(f))
+        self.assertIn(function_trait(F_OLD), self.traits(name))
+        self.assertNotIn(function_trait(F_B), self.traits(name))
+
+        # And it programs again.
+        self.assertTrue(client.prepare(timeout=60).call(
+            context, 'fpga_program', controlpath_id=cpid,
+            bitstream_uuid=good, driver_name='intel'))
+        traits = self.traits(name)
+        self.assertIn(function_trait(F_A), traits)
+        self.assertNotIn(function_trait(F_OLD), traits)
+
+    def test_malformed_rpc_arguments_are_refused(self):
+        self.start_accel_compute('compute1')
+        client = self._agent_client('compute1').prepare(timeout=30)
+        context = rpc.admin_context()
+        (pf,) = self.pf_bdfs('compute1')
+        bad_cpid = {'cpid_type': 'PCI', 'cpid_info': {
+            'domain': '0000', 'bus': "81'/><x", 'device': '00',
+            'function': '0'}}
+        for method, kwargs, message in [
+                ('fpga_program', {'controlpath_id': bad_cpid,
+                                  'bitstream_uuid': F_A,
+                                  'driver_name': 'intel'},
+                 'bus is not a hexadecimal number'),
+                ('create_vgpu_mdev', {'pci_addr': pf + '/../x',
+                                      'asked_type': 'nvidia-11',
+                                      'ah_uuid': F_A},
+                 'not a PCI address'),
+                ('remove_vgpu_mdev', {'pci_addr': pf,
+                                      'asked_type': 'nvidia-11',
+                                      'ah_uuid': 'x'},
+                 'not a UUID')]:
+            ex = self.assertRaises(messaging.RemoteError, client.call,
+                                   context, method, **kwargs)
+            self.assertIn(message, str(ex))
+        self.assertEqual([], self.programmed('compute1'))
