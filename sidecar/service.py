@@ -17,19 +17,22 @@ class AgentEndpoint:
 
     target = messaging.Target(version=rpc.RPC_API_VERSION)
 
-    def __init__(self, programs, mdevs, changed):
+    def __init__(self, programs, mdevs, report_now):
         self._programs = programs
         self._mdevs = mdevs
-        self._changed = changed
+        self._report_now = report_now
 
     @messaging.expected_exceptions(exception.SidecarError)
     def fpga_program(self, context, controlpath_id, bitstream_uuid,
                      driver_name):
-        try:
-            return self._programs.fpga_program(controlpath_id,
-                                               bitstream_uuid, driver_name)
-        finally:
-            self._changed()
+        result = self._programs.fpga_program(controlpath_id, bitstream_uuid,
+                                             driver_name)
+        # Report the new function before answering: cyborg-conductor then
+        # updates the provider's traits in its own bind job, and doing both
+        # at once races in its Placement client (a trait deleted by one
+        # path while the other adds it).
+        self._report_now()
+        return result
 
     @messaging.expected_exceptions(exception.SidecarError)
     def create_vgpu_mdev(self, context, pci_addr, asked_type, ah_uuid):
@@ -53,10 +56,11 @@ class Sidecar:
         self._placement = placement
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._cycle_lock = threading.Lock()
         self._thread = None
         self._server = rpc.get_agent_server(
             transport, conf.host,
-            AgentEndpoint(programs, mdevs, self._wake.set))
+            AgentEndpoint(programs, mdevs, self.run_cycle))
 
     @property
     def rp_name(self):
@@ -90,6 +94,10 @@ class Sidecar:
 
     def run_cycle(self):
         """One discovery cycle. Never raises: the daemon keeps running."""
+        with self._cycle_lock:
+            self._run_cycle()
+
+    def _run_cycle(self):
         context = rpc.admin_context()
         try:
             devices = self.inventory.discover()
