@@ -6,6 +6,11 @@ from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
+# VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE: every
+# defined domain. (0 means the same to libvirt, but not to every
+# implementation of its API, Nova's fakelibvirt among them.)
+ALL_DOMAINS = 1 | 2
+
 
 def _hex(value):
     return int(value, 16)
@@ -52,7 +57,7 @@ class DomainInspector:
         """Return ``{pci address or mdev uuid: domain name}``."""
         users = {}
         conn = self._connect()
-        for domain in conn.listAllDomains(0):
+        for domain in conn.listAllDomains(ALL_DOMAINS):
             pci, mdevs = devices_in_xml(domain.XMLDesc(0))
             for device in pci | mdevs:
                 users[device] = domain.name()

@@ -84,8 +84,10 @@ class Sidecar:
         self.wait_for_provider()
         self.inventory.discover()
         self.programs.recover()
-        self.run_cycle()
+        # Serve the agent RPC before announcing devices: the conductor may
+        # call as soon as it knows them.
         self._server.start()
+        self.run_cycle()
         self._thread = threading.Thread(target=self._loop,
                                         name='sidecar-discovery',
                                         daemon=True)

@@ -249,7 +249,7 @@ class ProgramTest(SidecarTestBase):
         second = self.boot(flavor_b, expected_state='ERROR')
         self.assertEqual(F_A, self.loaded('compute1', pf))
         self.assertEqual([(pf, F_A)], self.programmed('compute1'))
-        self.assertEqual('ACTIVE', self._get_server(first['id'])['status'])
+        self.assertEqual('ACTIVE', self.api.get_server(first['id'])['status'])
         self.assertEqual([], self.cyborg.list_arqs(second['id']))
         self.assertEqual({}, self.allocations(second['id']))
 
@@ -266,6 +266,13 @@ class DaemonTest(SidecarTestBase):
             start_new_session=True)
         self.addCleanup(self._kill, process)
         return process
+
+    @staticmethod
+    def _started(log_path):
+        if not os.path.exists(log_path):
+            return False
+        with open(log_path) as f:
+            return f.read().count('Sidecar for host compute1 started')
 
     @staticmethod
     def _conf():
@@ -326,9 +333,9 @@ class DaemonTest(SidecarTestBase):
                               config))
         log = os.path.join(base_dir, 'sidecar.log')
         daemon = self._start_daemon(config, log)
-        self._wait(lambda: name in {d['name'] for d in
-                                    self.cyborg.list_deployables()},
-                   'the first report', log)
+        self._wait(lambda: self._started(log), 'the start', log)
+        self.assertIn(name, {d['name'] for d in
+                             self.cyborg.list_deployables()})
 
         # Ask for a bitstream the "card" takes two minutes to load, as
         # cyborg-conductor would, and kill the sidecar while it loads.
@@ -350,6 +357,7 @@ class DaemonTest(SidecarTestBase):
         # Back: the provider offers the device again, with the function
         # the card really holds; the journal is closed.
         self._start_daemon(config, log)
+        self._wait(lambda: self._started(log) == 2, 'the restart', log)
         self._wait(lambda: self.inventory(name)['FPGA']['reserved'] == 0,
                    'the reservation to be undone', log)
         with open(journal_file) as f:

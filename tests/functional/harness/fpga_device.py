@@ -2,7 +2,7 @@
 
 Run by the sidecar's ``command`` programmer as::
 
-    python -m tests.functional.harness.fpga_device SYSFS_ROOT ADDRESS FILE
+    python .../fpga_device.py SYSFS_ROOT ADDRESS FILE
 
 A test bitstream is a text file whose first line is the function id it
 holds (32 hex digits). Loading it writes that id to the ``afu_id`` of the

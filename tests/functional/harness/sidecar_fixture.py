@@ -58,8 +58,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 
 
 def write_config(path, **values):
+    # By path: privsep's daemon runs commands from '/'.
     values.setdefault('program_command', ' '.join((
-        sys.executable, '-m', 'tests.functional.harness.fpga_device',
+        sys.executable, os.path.join(os.path.dirname(__file__),
+                                     'fpga_device.py'),
         values['sysfs_root'], '{address}', '{bitstream}')))
     values.setdefault('drivers', 'fpga')
     values.setdefault('mdev_types', '')

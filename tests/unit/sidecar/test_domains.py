@@ -31,6 +31,8 @@ class FakeConnection:
         self.doms = doms
 
     def listAllDomains(self, flags):
+        # Running and stopped domains both count.
+        assert flags == 3, flags
         return self.doms
 
 
