@@ -60,7 +60,8 @@ class Endpoint:
 url, topic = sys.argv[1:]
 transport = oslo_messaging.get_rpc_transport(cfg.CONF, url=url)
 server = oslo_messaging.get_rpc_server(
-    transport, oslo_messaging.Target(topic=topic, server='child'),
+    transport,
+    oslo_messaging.Target(exchange='harness', topic=topic, server='child'),
     [Endpoint()])
 server.start()
 print('ready', flush=True)
@@ -187,12 +188,14 @@ class HarnessServicesTest(testtools.TestCase):
 
         # The global CONF: oslo.messaging 18.3 registers its tracing
         # options there only, so a private ConfigOpts fails in call()
-        # (NoSuchOptError: oslo_messaging_tracing).
+        # (NoSuchOptError: oslo_messaging_tracing). Nova has set its
+        # control_exchange there, hence the explicit exchange.
         transport = oslo_messaging.get_rpc_transport(
             cfg.CONF, url=self.broker.transport_url)
         self.addCleanup(transport.cleanup)
         client = oslo_messaging.get_rpc_client(
-            transport, oslo_messaging.Target(topic=topic), timeout=30)
+            transport, oslo_messaging.Target(exchange='harness', topic=topic),
+            timeout=30)
         token = uuid.uuid4().hex
         reply = client.call({}, 'whoami', token=token)
 
