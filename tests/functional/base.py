@@ -39,6 +39,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
 
+from sidecar import privileged
 from sidecar import simulator
 from tests.functional.harness import broker
 from tests.functional.harness import cyborg_fixture
@@ -121,6 +122,8 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         self._configure_service_user()
         self.hosts = {}
         self.sidecars = {}
+        self._kernels = {}
+        self._simulate_mdev_kernel()
 
     def _setup_services(self):
         # Nova's test config expects api-paste.ini under site-packages; pip
@@ -200,6 +203,7 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         self.hosts[hostname] = host
         if sidecar:
             conn = self.computes[hostname].driver._host.get_connection()
+            self._kernels[hostname] = conn
             self.sidecars[hostname] = self.useFixture(
                 sidecar_fixture.SidecarFixture(
                     hostname, host, self.broker.transport_url,
@@ -208,6 +212,29 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
                     drivers=drivers, mdev_types=mdev_types,
                     program_lease=program_lease, extra=extra_config))
         return host
+
+    def _simulate_mdev_kernel(self):
+        """What the kernel and libvirt do when the sidecar writes an mdev.
+
+        The sidecar's privileged write lands in the generated sysfs tree;
+        this makes the mdev appear in the host's fakelibvirt too, as it
+        would in libvirt's node devices on a real host.
+        """
+        real_create = privileged.create_mdev
+
+        def create_mdev(root, parent, mdev_type, mdev_uuid):
+            real_create(root, parent, mdev_type, mdev_uuid)
+            for hostname, conn in self._kernels.items():
+                if self.sidecars[hostname].sysfs_root == root:
+                    name = 'mdev_%s_%s' % (mdev_uuid.replace('-', '_'),
+                                           parent.replace(':', '_')
+                                           .replace('.', '_'))
+                    conn.mdev_info.devices[name] = fakelibvirt.FakeMdevDevice(
+                        name, mdev_type, 'pci_' + parent.replace(':', '_')
+                        .replace('.', '_'))
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'sidecar.privileged.create_mdev', create_mdev))
 
     def report_via_harness(self, hostname, in_use=False):
         """Report a host's FPGAs without its sidecar (chosen values)."""

@@ -16,6 +16,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from xml.etree import ElementTree  # noqa: E402
 
 import fixtures
 import oslo_messaging as messaging
@@ -398,3 +399,37 @@ class DaemonTest(SidecarTestBase):
                                    context, method, **kwargs)
             self.assertIn(message, str(ex))
         self.assertEqual([], self.programmed('compute1'))
+
+
+class VgpuTest(SidecarTestBase):
+
+    def test_boot_with_a_vgpu(self):
+        self.start_accel_compute('compute1', num_mdevcap=1,
+                                 drivers=('gpu', 'fpga'),
+                                 mdev_types=('nvidia-11',))
+        (gpu,) = [f.address for f in self.hosts['compute1'].functions
+                  .values() if f.mdev_types]
+        _name, flavor = self.create_profile_flavor([{'resources:VGPU': '1'}])
+        server = self.boot(flavor)
+        (arq,) = self.cyborg.list_arqs(server['id'])
+        self.assertEqual(('Bound', 'MDEV'),
+                         (arq['state'], arq['attach_handle_type']))
+        self.assertEqual(gpu, self.arq_bdf(arq))
+        self.assertEqual('nvidia-11', arq['attach_handle_info']['asked_type'])
+        # The sidecar created the mdev the ARQ names, on the right GPU.
+        create = os.path.join(
+            self.sidecars['compute1'].sysfs_root, 'class', 'mdev_bus', gpu,
+            'mdev_supported_types', 'nvidia-11', 'create')
+        with open(create) as f:
+            self.assertEqual(arq['attach_handle_uuid'], f.read().strip())
+        # And the domain has it.
+        root = ElementTree.fromstring(self.domain_xml(server))
+        uuids = [a.get('uuid') for a in root.findall(
+            './devices/hostdev[@type="mdev"]/source/address')]
+        self.assertEqual([arq['attach_handle_uuid']], uuids)
+        self.assertEqual({'VGPU': 1}, {
+            rc: n for alloc in self.allocations(server['id']).values()
+            for rc, n in alloc['resources'].items() if rc == 'VGPU'})
+        self._delete_server(server)
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
+        self.assertEqual({}, self.allocations(server['id']))
