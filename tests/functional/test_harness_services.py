@@ -18,9 +18,10 @@ import testtools
 from testtools import content
 
 from tests.functional.harness import broker
+from tests.functional.harness import child
 from tests.functional.harness import glance_fixture
 
-REPO_ROOT = glance_fixture.REPO_ROOT
+REPO_ROOT = child.REPO_ROOT
 FUNCTION_ID_PROPERTY = 'accel:function_id'
 CHILD_TIMEOUT = 60
 

@@ -22,8 +22,9 @@ import uuid
 import fixtures
 import requests
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
+from tests.functional.harness import child
+
+REPO_ROOT = child.REPO_ROOT
 RABBIT_TOOL = os.path.join(REPO_ROOT, 'tools', 'rabbitmq')
 DEFAULT_STATE_DIR = '/tmp/nova-cyborg-rabbitmq'
 HOST = '127.0.0.1'

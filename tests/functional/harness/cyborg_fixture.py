@@ -8,18 +8,12 @@ talks to it over loopback HTTP. Cyborg reaches Placement and Nova's
 """
 
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import fixtures
 import requests
 
+from tests.functional.harness import child
 from tests.functional.harness import identity
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
 
 # The Cyborg service user, as Nova would see it in Cyborg's requests.
 CYBORG_SERVICE_TOKEN = identity.make_token(
@@ -60,7 +54,7 @@ class CyborgError(Exception):
     """Unexpected answer from the Cyborg child process."""
 
 
-class CyborgFixture(fixtures.Fixture):
+class CyborgFixture(child.ChildServiceFixture):
     """Real Cyborg API and conductor in a child process.
 
     :param placement_url: Placement root URL (noauth2, token ``admin``).
@@ -78,7 +72,8 @@ class CyborgFixture(fixtures.Fixture):
     server), ``log_path``, ``base_dir``, ``startup_time`` (seconds).
     """
 
-    START_TIMEOUT = 60
+    NAME = 'Cyborg'
+    ERROR = CyborgError
     REQUEST_TIMEOUT = 30
 
     def __init__(self, placement_url, nova_url, base_dir=None,
@@ -116,48 +111,13 @@ class CyborgFixture(fixtures.Fixture):
         env = dict(os.environ)
         if self.clouds_yaml:
             env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
-        start = time.monotonic()
-        with open(self.output_path, 'wb') as out:
-            self.process = subprocess.Popen(
-                [sys.executable, '-m',
-                 'tests.functional.harness.cyborg_process',
-                 '--config-file', self.config_path,
-                 '--port-file', port_file],
-                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        self.addCleanup(self._stop)
-
-        port = self._wait_for_port(port_file, start)
-        self.startup_time = time.monotonic() - start
+        port = self.start_child(
+            'tests.functional.harness.cyborg_process',
+            ['--config-file', self.config_path], port_file, env=env)
         self.url = 'http://127.0.0.1:%d' % port
         self.endpoint = self.url + '/accelerator/v2'
         self.session = requests.Session()
         self.addCleanup(self.session.close)
-
-    def _wait_for_port(self, port_file, start):
-        while time.monotonic() - start < self.START_TIMEOUT:
-            if os.path.exists(port_file):
-                with open(port_file) as f:
-                    return int(f.read())
-            if self.process.poll() is not None:
-                self._fail('Cyborg process exited with %s'
-                           % self.process.returncode)
-            time.sleep(0.05)
-        self._fail('Cyborg process not ready after %s s' % self.START_TIMEOUT)
-
-    def _fail(self, reason):
-        raise CyborgError('%s\n--- %s ---\n%s\n--- %s ---\n%s' % (
-            reason, self.output_path, _tail(self.output_path),
-            self.log_path, _tail(self.log_path)))
-
-    def _stop(self):
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
 
     # REST helpers for test assertions (admin token).
 
@@ -220,11 +180,3 @@ class CyborgFixture(fixtures.Fixture):
 
     def list_devices(self):
         return self.request('GET', '/devices').json()['devices']
-
-
-def _tail(path, lines=40):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-lines:])
-    except OSError as e:
-        return '(%s)' % e

@@ -57,7 +57,6 @@ this process, which is what makes ``fake://`` work), serves on 127.0.0.1:
 """
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -83,6 +82,7 @@ from cyborg.objects.driver_objects import driver_controlpath_id  # noqa: E402
 from cyborg.objects.driver_objects import driver_deployable  # noqa: E402
 from cyborg.objects.driver_objects import driver_device  # noqa: E402
 
+from tests.functional.harness import child  # noqa: E402
 from tests.functional.harness import identity  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 
@@ -188,27 +188,13 @@ class HarnessApp:
                         {'hostname': hostname, 'devices': len(devices)})
 
 
-def _exit_with_parent():
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(0)
-
-
-def _write_port(port_file, port):
-    tmp = port_file + '.tmp'
-    with open(tmp, 'w') as f:
-        f.write('%d\n' % port)
-    os.replace(tmp, port_file)
-
-
 def main(argv=None):
     start = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--config-file', required=True)
     parser.add_argument('--port-file', required=True)
     args = parser.parse_args(argv)
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
+    child.exit_with_parent()
 
     service.prepare_service(['cyborg-harness', '--config-file',
                              args.config_file])
@@ -224,7 +210,7 @@ def main(argv=None):
     api = request_id.RequestId(identity.IdentityMiddleware(
         api_app.setup_app(), public_routes=identity.PUBLIC_ROUTES))
     server, url = loopback.serve(HarnessApp(api))
-    _write_port(args.port_file, server.server_port)
+    child.write_port(args.port_file, server.server_port)
     LOG.info('Cyborg harness serving %s%s/v2; ready in %.2f s',
              url, API_PREFIX, time.monotonic() - start)
 

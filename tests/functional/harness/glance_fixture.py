@@ -10,16 +10,12 @@ with keystoneauth (see :meth:`GlanceFixture.keystoneauth_options`).
 """
 
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import fixtures
 import requests
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
+from tests.functional.harness import child
 
 CONFIG_TEMPLATE = """\
 [DEFAULT]
@@ -114,7 +110,7 @@ class GlanceError(Exception):
     """Unexpected answer from the Glance child process."""
 
 
-class GlanceFixture(fixtures.Fixture):
+class GlanceFixture(child.ChildServiceFixture):
     """Real Glance API (v2) in a child process.
 
     :param base_dir: where to put the config, DB, images and logs; a
@@ -124,7 +120,8 @@ class GlanceFixture(fixtures.Fixture):
     under ``/v2``), ``log_path``, ``base_dir``, ``startup_time`` (seconds).
     """
 
-    START_TIMEOUT = 60
+    NAME = 'Glance'
+    ERROR = GlanceError
     REQUEST_TIMEOUT = 30
     ACTIVE_TIMEOUT = 30
 
@@ -160,49 +157,13 @@ class GlanceFixture(fixtures.Fixture):
         with open(paste_path, 'w') as f:
             f.write(PASTE_TEMPLATE.format(base_dir=self.base_dir))
 
-        start = time.monotonic()
         env = dict(os.environ, OS_GLANCE_CONFIG_DIR=self.config_dir)
-        with open(self.output_path, 'wb') as out:
-            self.process = subprocess.Popen(
-                [sys.executable, '-m',
-                 'tests.functional.harness.glance_process',
-                 '--config-dir', self.config_dir,
-                 '--port-file', port_file],
-                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        self.addCleanup(self._stop)
-
-        port = self._wait_for_port(port_file, start)
-        self.startup_time = time.monotonic() - start
+        port = self.start_child(
+            'tests.functional.harness.glance_process',
+            ['--config-dir', self.config_dir], port_file, env=env)
         self.endpoint = 'http://127.0.0.1:%d' % port
         self.session = requests.Session()
         self.addCleanup(self.session.close)
-
-    def _wait_for_port(self, port_file, start):
-        while time.monotonic() - start < self.START_TIMEOUT:
-            if os.path.exists(port_file):
-                with open(port_file) as f:
-                    return int(f.read())
-            if self.process.poll() is not None:
-                self._fail('Glance process exited with %s'
-                           % self.process.returncode)
-            time.sleep(0.05)
-        self._fail('Glance process not ready after %s s'
-                   % self.START_TIMEOUT)
-
-    def _fail(self, reason):
-        raise GlanceError('%s\n--- %s ---\n%s\n--- %s ---\n%s' % (
-            reason, self.output_path, _tail(self.output_path),
-            self.log_path, _tail(self.log_path)))
-
-    def _stop(self):
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
 
     # Client configuration for the services under test.
 
@@ -286,11 +247,3 @@ class GlanceFixture(fixtures.Fixture):
 
     def download(self, image_id):
         return self.request('GET', '/images/%s/file' % image_id).content
-
-
-def _tail(path, lines=40):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-lines:])
-    except OSError as e:
-        return '(%s)' % e

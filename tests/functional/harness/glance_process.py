@@ -29,6 +29,7 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from tests.functional.harness import child
 from tests.functional.harness import loopback
 
 CONF = cfg.CONF
@@ -48,20 +49,6 @@ class _Deferred:
         return self.app(environ, start_response)
 
 
-def _exit_with_parent():
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(0)
-
-
-def _write_port(port_file, port):
-    tmp = port_file + '.tmp'
-    with open(tmp, 'w') as f:
-        f.write('%d\n' % port)
-    os.replace(tmp, port_file)
-
-
 def _db_sync(config_file):
     """``glance-manage db_sync``: expand, data migrations, contract."""
     from glance.cmd import manage
@@ -79,7 +66,7 @@ def main(argv=None):
     parser.add_argument('--config-dir', required=True)
     parser.add_argument('--port-file', required=True)
     args = parser.parse_args(argv)
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
+    child.exit_with_parent()
 
     config_file = os.path.join(args.config_dir, 'glance-api.conf')
     _db_sync(config_file)
@@ -93,7 +80,7 @@ def main(argv=None):
     os.environ['OS_GLANCE_CONFIG_DIR'] = args.config_dir
     deferred.app = wsgi_app.init_app()
 
-    _write_port(args.port_file, server.server_port)
+    child.write_port(args.port_file, server.server_port)
     LOG.info('Glance harness serving %s/v2; db sync %.2f s, ready in '
              '%.2f s', url, synced - start, time.monotonic() - start)
     threading.Event().wait()

@@ -22,6 +22,7 @@ from oslo_config import cfg
 from sidecar import conf as sidecar_conf
 from sidecar import factory
 from sidecar import privileged
+from tests.functional.harness import child
 
 CONFIG_TEMPLATE = """\
 [DEFAULT]
@@ -53,8 +54,7 @@ auth_type = none
 endpoint_override = {glance_url}
 """
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
+REPO_ROOT = child.REPO_ROOT
 
 
 def write_config(path, **values):

@@ -5,16 +5,15 @@ import os
 
 import fixtures
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 from oslo_config import fixture as cfg_fixture
 import requests
 from requests_mock.contrib import fixture as rm_fixture
 import testtools
 import urllib3
 
-from sidecar import conf as sidecar_conf
 from sidecar import exception
 from sidecar import glance
+from tests.unit.sidecar import utils
 
 ENDPOINT = 'http://glance.test'
 IMAGE = '8a5c2d4e-3b1f-4f7e-9a0d-1c2b3a4d5e6f'
@@ -56,9 +55,7 @@ class ImageClientTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(conf)
-        conf([])
+        conf = utils.make_conf()
         self.conf = self.useFixture(cfg_fixture.Config(conf))
         self.conf.config(endpoint_override=ENDPOINT, group='glance')
         self.conf.config(max_bitstream_size=1, group='fpga')

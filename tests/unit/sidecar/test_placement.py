@@ -1,14 +1,13 @@
 """The Placement client, against answers recorded by requests-mock."""
 
-from oslo_config import cfg
 from oslo_config import fixture as cfg_fixture
 import requests
 from requests_mock.contrib import fixture as rm_fixture
 import testtools
 
-from sidecar import conf as sidecar_conf
 from sidecar import exception
 from sidecar import placement
+from tests.unit.sidecar import utils
 
 ENDPOINT = 'http://placement.test'
 RP = '5d2c1a4e-3b1f-4f7e-9a0d-1c2b3a4d5e6f'
@@ -42,9 +41,7 @@ class PlacementClientTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(conf)
-        conf([])
+        conf = utils.make_conf()
         self.conf = self.useFixture(cfg_fixture.Config(conf))
         self.conf.config(endpoint_override=ENDPOINT, group='placement')
         self.requests = self.useFixture(rm_fixture.Fixture())

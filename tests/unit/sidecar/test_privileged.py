@@ -13,6 +13,7 @@ import testtools
 
 from sidecar import exception
 from sidecar import privileged
+from tests.unit.sidecar import utils
 
 PARENT = '0000:81:00.0'
 MDEV = '4b20d080-1b54-4048-85b3-a6a62d165c01'
@@ -27,15 +28,8 @@ class InProcess(fixtures.Fixture):
         self.addCleanup(privileged.sidecar_pctxt.set_client_mode, True)
 
 
-def _write(path, content=''):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(content)
-
-
-def _read(path):
-    with open(path) as f:
-        return f.read()
+_write = utils.write
+_read = utils.read
 
 
 class Base(testtools.TestCase):

@@ -18,6 +18,7 @@ from sidecar import conf as sidecar_conf
 from sidecar import exception
 from sidecar import privileged
 from sidecar import programmers
+from tests.unit.sidecar import utils
 
 ADDRESS = '0000:5e:00.0'
 OTHER = '0000:5f:00.0'
@@ -33,15 +34,8 @@ with open(sys.argv[1], "w") as f:
 '''
 
 
-def _write(path, content=''):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(content)
-
-
-def _read(path):
-    with open(path) as f:
-        return f.read()
+_write = utils.write
+_read = utils.read
 
 
 class Base(testtools.TestCase):

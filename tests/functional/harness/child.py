@@ -1,0 +1,96 @@
+"""Services of the harness that run in child processes (Cyborg, Glance).
+
+Parent side: :class:`ChildServiceFixture` starts ``python -m <module>`` in
+its own session, waits for the port file the child writes once it serves,
+shows the child's output and log when it fails, and kills it at cleanup.
+Child side: :func:`exit_with_parent` and :func:`write_port`.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import fixtures
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except OSError as exc:
+        return '(%s)' % exc
+
+
+class ChildServiceFixture(fixtures.Fixture):
+    """Base of the fixtures that run a service in a child process.
+
+    Subclasses set ``NAME`` and ``ERROR`` (the exception class) and call
+    :meth:`start_child` from ``_setUp`` with ``output_path`` and
+    ``log_path`` set.
+    """
+
+    NAME = 'child'
+    ERROR = RuntimeError
+    START_TIMEOUT = 60
+
+    def start_child(self, module, args, port_file, env=None):
+        """Start ``python -m module args``; return the port it serves."""
+        start = time.monotonic()
+        with open(self.output_path, 'wb') as out:
+            self.process = subprocess.Popen(
+                [sys.executable, '-m', module] + list(args) +
+                ['--port-file', port_file],
+                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        self.addCleanup(self._stop)
+        while time.monotonic() - start < self.START_TIMEOUT:
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    port = int(f.read())
+                self.startup_time = time.monotonic() - start
+                return port
+            if self.process.poll() is not None:
+                self.fail_with_logs('%s process exited with %s' % (
+                    self.NAME, self.process.returncode))
+            time.sleep(0.05)
+        self.fail_with_logs('%s process not ready after %s s' % (
+            self.NAME, self.START_TIMEOUT))
+
+    def fail_with_logs(self, reason):
+        raise self.ERROR('%s\n--- %s ---\n%s\n--- %s ---\n%s' % (
+            reason, self.output_path, tail(self.output_path),
+            self.log_path, tail(self.log_path)))
+
+    def _stop(self):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+
+def _watch_parent():
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
+def exit_with_parent():
+    """End this child when the test process that started it is gone."""
+    threading.Thread(target=_watch_parent, daemon=True).start()
+
+
+def write_port(port_file, port):
+    tmp = port_file + '.tmp'
+    with open(tmp, 'w') as f:
+        f.write('%d\n' % port)
+    os.replace(tmp, port_file)
