@@ -259,9 +259,11 @@ class DaemonTest(SidecarTestBase):
     """``nova-cyborg-sidecar`` as a process, killed mid-programming."""
 
     def _start_daemon(self, config_path, log_path):
+        # The console script a deployer's unit file runs.
+        script = os.path.join(os.path.dirname(sys.executable),
+                              'nova-cyborg-sidecar')
         process = subprocess.Popen(
-            [sys.executable, '-m', 'sidecar.cmd', '--config-file',
-             config_path, '--log-file', log_path],
+            [script, '--config-file', config_path, '--log-file', log_path],
             cwd=sidecar_fixture.REPO_ROOT, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
             start_new_session=True)
