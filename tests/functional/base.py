@@ -114,8 +114,9 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         self.clouds_yaml = os.path.join(
             self.useFixture(fixtures.TempDir()).path, 'clouds.yaml')
         self.glance = None
+        self.nova_url = nova_root + '/v2.1'
         self.cyborg = self.useFixture(cyborg_fixture.CyborgFixture(
-            self.placement_url, nova_root + '/v2.1',
+            self.placement_url, self.nova_url,
             transport_url=self.broker.transport_url,
             clouds_yaml=self.clouds_yaml))
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
@@ -165,7 +166,7 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
                             vendors=None, function_ids=None, sidecar=True,
                             memory_gb=16, num_mdevcap=0, mdev_types=(),
                             drivers=('fpga',), program_lease=600,
-                            extra_config=''):
+                            extra_config='', rpc_timeout=30):
         """Start a simulated host with FPGAs, and its sidecar.
 
         :param vendors: vendor id of each PF's FPGA (default FPGA_VENDOR).
@@ -210,7 +211,8 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
                     self.placement_url, lambda: conn,
                     glance_url=self.glance and self.glance.endpoint,
                     drivers=drivers, mdev_types=mdev_types,
-                    program_lease=program_lease, extra=extra_config))
+                    program_lease=program_lease, extra=extra_config,
+                    rpc_timeout=rpc_timeout))
         return host
 
     def _simulate_mdev_kernel(self):

@@ -24,6 +24,7 @@ from oslo_config import cfg
 
 from sidecar import conf as sidecar_conf
 from sidecar import rpc
+from tests.functional.harness import cyborg_fixture
 from tests.functional.harness import sidecar_fixture
 
 F_A = 'a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4'
@@ -152,6 +153,26 @@ class ReportTest(SidecarTestBase):
         self.assertNotIn(function_trait(F_A), traits)
         self.assertIn('CUSTOM_FPGA_INTEL', traits)
         self.assertFalse(sidecar.cycle())
+
+    def test_resync_after_the_conductor_comes_back(self):
+        # cyborg-conductor dies and comes back with an empty database: the
+        # report that failed meanwhile is sent again, whole.
+        self.start_accel_compute('compute1', num_vfs=4, num_pfs=1,
+                                 rpc_timeout=3)
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        self.cyborg.stop()
+        host = self.hosts['compute1']
+        host.remove_function(max(host.functions[pf].virtfns.values()))
+        self.assertFalse(self.sidecars['compute1'].cycle())
+        self.cyborg = self.useFixture(cyborg_fixture.CyborgFixture(
+            self.placement_url, self.nova_url,
+            transport_url=self.broker.transport_url))
+        self.assertTrue(self.sidecars['compute1'].cycle())
+        (deployable,) = self.cyborg.list_deployables()
+        self.assertEqual((name, 3), (deployable['name'],
+                                     deployable['num_accelerators']))
+        self.assertEqual(3, self.inventory(name)['FPGA']['total'])
 
 
 class ProgramTest(SidecarTestBase):

@@ -49,7 +49,7 @@ class ChildServiceFixture(fixtures.Fixture):
                 cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
-        self.addCleanup(self._stop)
+        self.addCleanup(self.stop)
         while time.monotonic() - start < self.START_TIMEOUT:
             if os.path.exists(port_file):
                 with open(port_file) as f:
@@ -68,7 +68,8 @@ class ChildServiceFixture(fixtures.Fixture):
             reason, self.output_path, tail(self.output_path),
             self.log_path, tail(self.log_path)))
 
-    def _stop(self):
+    def stop(self):
+        """Kill the service now (as a crash would); idempotent."""
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)

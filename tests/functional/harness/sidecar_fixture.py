@@ -35,7 +35,7 @@ state_path = {state_path}
 report_interval = 3600
 resync_interval = 0
 program_lease = {program_lease}
-rpc_response_timeout = 30
+rpc_response_timeout = {rpc_timeout}
 
 [gpu]
 enabled_mdev_types = {mdev_types}
@@ -66,6 +66,7 @@ def write_config(path, **values):
     values.setdefault('drivers', 'fpga')
     values.setdefault('mdev_types', '')
     values.setdefault('program_lease', 600)
+    values.setdefault('rpc_timeout', 30)
     values.setdefault('glance_url', 'http://127.0.0.1:9')
     with open(path, 'w') as f:
         f.write(CONFIG_TEMPLATE.format(**values))
@@ -85,7 +86,8 @@ class SidecarFixture(fixtures.Fixture):
 
     def __init__(self, host, simulated, transport_url, placement_url,
                  connect, glance_url=None, drivers=('fpga',),
-                 mdev_types=(), program_lease=600, extra=''):
+                 mdev_types=(), program_lease=600, extra='',
+                 rpc_timeout=30):
         super().__init__()
         self.host = host
         self.simulated = simulated
@@ -97,6 +99,7 @@ class SidecarFixture(fixtures.Fixture):
         self.mdev_types = mdev_types
         self.program_lease = program_lease
         self.extra = extra
+        self.rpc_timeout = rpc_timeout
 
     def _setUp(self):
         base = self.useFixture(fixtures.TempDir()).path
@@ -108,6 +111,7 @@ class SidecarFixture(fixtures.Fixture):
             sysfs_root=self.sysfs_root,
             state_path=os.path.join(base, 'state'),
             program_lease=self.program_lease,
+            rpc_timeout=self.rpc_timeout,
             placement_url=self.placement_url,
             glance_url=self.glance_url or 'http://127.0.0.1:9')
         if self.extra:
