@@ -11,6 +11,9 @@ what matters:
 * binding, unbinding and deleting carry a service token, and a missing
   ``[service_user]`` configuration is reported as such rather than as
   Cyborg's 403;
+* a context without a user token (a service's own admin context) calls
+  Cyborg as the ``[service_user]`` instead of being refused with 401, if
+  ``[nova_cyborg] service_user_without_user_token`` allows it;
 * deleting by UUID tolerates ARQs that are already gone, so cleanup is
   idempotent;
 * ``get_arqs_for_instance`` returns an empty list for an instance that has
@@ -86,16 +89,40 @@ class CyborgClient(object):
         self._context = context
         self._adapter = None
 
-    @property
-    def _client(self):
+    def _get_adapter(self, op):
         # Built lazily: creating a client must not contact Cyborg, so
         # instances without accelerators never need Cyborg to be reachable.
         if self._adapter is None:
             auth = service_auth.get_service_user_token_auth_plugin(
-                self._context)
+                self._context, user_auth=self._service_user_auth(op))
             self._adapter = nova_utils.get_ksa_adapter(
                 'accelerator', ksa_auth=auth, ksa_session=_get_session())
         return self._adapter
+
+    def _service_user_auth(self, op):
+        """The service user's auth plugin if the context has no user token.
+
+        A context made by a service (``get_admin_context()``) has no token;
+        Cyborg would answer it 401. Return None for a context with a token,
+        whose own token is used.
+
+        :raises: CyborgError if the context has no token and the service
+            user may not or cannot stand in for it.
+        """
+        if getattr(self._context, 'auth_token', None):
+            return None
+        if not CONF.nova_cyborg.service_user_without_user_token:
+            raise exception.CyborgError(op=op, msg=_(
+                'the request context has no user token and [nova_cyborg] '
+                'service_user_without_user_token is false'))
+        auth = service_auth.get_service_auth_plugin(
+            nova.conf.service_token.SERVICE_USER_GROUP)
+        if auth is None:
+            raise exception.CyborgError(op=op, msg=_(
+                'the request context has no user token and the service user '
+                'cannot stand in for it: set [service_user] auth_type and '
+                'its credentials in nova.conf'))
+        return auth
 
     def _require_service_token(self, op):
         if (CONF.nova_cyborg.require_service_token and
@@ -112,7 +139,7 @@ class CyborgClient(object):
             unexpected status.
         """
         try:
-            resp = getattr(self._client, method)(url, **kwargs)
+            resp = getattr(self._get_adapter(op), method)(url, **kwargs)
         except ks_exc.ClientException as e:
             raise exception.CyborgError(
                 op=op, msg=_('could not reach Cyborg: %s') % e)

@@ -56,6 +56,27 @@ Related options:
 
 * ``[service_user] send_service_user_token``
 """),
+    cfg.BoolOpt(
+        'service_user_without_user_token',
+        default=True,
+        help="""
+Call Cyborg as Nova's service user when there is no user token.
+
+Some of Nova's calls to Cyborg are made by a service itself, with an
+administrative context that carries no user token: nova-compute reaping, at
+start, the domain of a server deleted while it was down (when the API could
+not delete the server's accelerator requests) is one. Cyborg answers 401 to a
+request without a token, so the accelerator requests would stay ``Bound`` and
+their devices unusable. When this is true, such calls authenticate with the
+credentials of ``[service_user]`` (which must be configured, with
+``auth_type``) instead; calls made for a user always carry the user's own
+token. When false, or when ``[service_user]`` has no credentials, those calls
+fail with an error that names the missing configuration.
+
+Related options:
+
+* ``[service_user] auth_type`` and its credentials
+"""),
 ]
 
 

@@ -238,3 +238,54 @@ class DeleteTest(ClientTestBase):
     def test_delete_by_uuid_never_raises(self):
         self.requests.delete(ARQS, status_code=500)
         self.client.delete_arqs_by_uuid([uuids.a0])
+
+
+class ContextWithoutTokenTest(ClientTestBase):
+    """A service's own context (get_admin_context()) has no user token."""
+
+    def setUp(self):
+        super().setUp()
+        self.client = client.get_client(nova_context.get_admin_context())
+        self.requests.delete(ARQS + '?instance=' + uuids.inst,
+                             status_code=204)
+
+    def test_service_user_stands_in(self):
+        self.enable_service_token()
+        self.client.delete_arqs_for_instance(uuids.inst)
+        headers = self.requests.last_request.headers
+        self.assertEqual('service-token', headers['X-Auth-Token'])
+        self.assertEqual('service-token', headers['X-Service-Token'])
+
+    def test_service_user_without_send_service_user_token(self):
+        # The service user still authenticates the call; binding and
+        # deleting are refused for want of a service token, as for users.
+        self.enable_service_token()
+        self.flags(send_service_user_token=False, group='service_user')
+        self.requests.get(ARQS + '?instance=' + uuids.inst, json={'arqs': []})
+        self.assertEqual([], self.client.get_arqs_for_instance(uuids.inst))
+        headers = self.requests.last_request.headers
+        self.assertEqual('service-token', headers['X-Auth-Token'])
+        self.assertNotIn('X-Service-Token', headers)
+
+    def test_not_allowed(self):
+        self.enable_service_token()
+        self.flags(service_user_without_user_token=False,
+                   group='nova_cyborg')
+        e = self.assertRaises(exception.CyborgError,
+                              self.client.delete_arqs_for_instance, uuids.inst)
+        self.assertIn('service_user_without_user_token is false', str(e))
+        self.assertFalse(self.requests.called)
+
+    def test_no_service_user_configured(self):
+        self.flags(require_service_token=False, group='nova_cyborg')
+        e = self.assertRaises(exception.CyborgError,
+                              self.client.delete_arqs_for_instance, uuids.inst)
+        self.assertIn('set [service_user] auth_type', str(e))
+        self.assertFalse(self.requests.called)
+
+    def test_context_with_token_keeps_user_token(self):
+        self.enable_service_token()
+        client.get_client(self.context).delete_arqs_for_instance(uuids.inst)
+        headers = self.requests.last_request.headers
+        self.assertEqual('user-token', headers['X-Auth-Token'])
+        self.assertEqual('service-token', headers['X-Service-Token'])

@@ -1,0 +1,51 @@
+"""Releasing the ARQs of a server deleted while its host was down."""
+
+from unittest import mock
+
+from nova import context as nova_context
+from nova import objects
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import cleanup
+from nova_cyborg import exception
+
+
+def _instance(extra_specs):
+    flavor = objects.Flavor(extra_specs=extra_specs)
+    return objects.Instance(uuid=uuids.inst, flavor=flavor)
+
+
+@mock.patch('nova_cyborg.client.get_client')
+class DeleteArqsOfDeletedInstanceTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+
+    def test_deletes(self, get_client):
+        cleanup.delete_arqs_of_deleted_instance(
+            self.context, _instance({'accel:device_profile': 'dp1'}))
+        get_client.assert_called_once_with(self.context)
+        get_client.return_value.delete_arqs_for_instance \
+            .assert_called_once_with(uuids.inst)
+
+    def test_no_profile(self, get_client):
+        cleanup.delete_arqs_of_deleted_instance(self.context, _instance({}))
+        get_client.assert_not_called()
+
+    def test_flavor_not_loadable_asks_cyborg(self, get_client):
+        instance = objects.Instance(uuid=uuids.inst)
+        with mock.patch.object(objects.Instance, 'obj_load_attr',
+                               side_effect=Exception('gone')):
+            cleanup.delete_arqs_of_deleted_instance(self.context, instance)
+        get_client.return_value.delete_arqs_for_instance \
+            .assert_called_once_with(uuids.inst)
+
+    def test_failure_is_logged_not_raised(self, get_client):
+        get_client.return_value.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='down'))
+        with mock.patch.object(cleanup.LOG, 'error') as error:
+            cleanup.delete_arqs_of_deleted_instance(
+                self.context, _instance({'accel:device_profile': 'dp1'}))
+        self.assertTrue(error.called)
