@@ -6,7 +6,9 @@ reads ``accel_info`` itself:
 * ``_get_guest_config``: :func:`pci_arqs` replaces the filtering of
   ``accel_info`` by ``attach_handle_type``;
 * ``_guest_add_accel_pci_devices``: :func:`add_pci_hostdevs`;
-* ``_allocate_cyborg_mdevs``: :func:`allocate_mdevs`.
+* ``_allocate_cyborg_mdevs``: :func:`allocate_mdevs`;
+* ``rescue`` and ``resume_state_on_host_boot``, which upstream rebuilds
+  without the accelerators: :func:`accel_info_for`.
 
 Each function validates the whole of ``accel_info`` before it acts, so an ARQ
 with a hostile or unsupported attach handle fails the operation with
@@ -20,6 +22,7 @@ from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import utils as libvirt_utils
 
 from nova_cyborg import attach_handle
+from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.objects import accelerator_request as arq_obj
 
@@ -35,6 +38,24 @@ def _validate(accel_info, instance=None):
             LOG.error('Refusing the accelerators of instance %s',
                       instance.uuid)
         raise
+
+
+def accel_info_for(context, instance):
+    """The instance's ARQs, for the paths that rebuild its guest unasked.
+
+    Upstream's ``rescue`` and ``resume_state_on_host_boot`` (a hard reboot
+    after the host rebooted) regenerate the domain XML without
+    ``accel_info``, so the server loses its device. They call this instead.
+    ``context`` may be a service's own admin context: the client then calls
+    Cyborg as the service user.
+
+    :returns: the instance's ARQs, or [] for a flavor without a device
+        profile.
+    """
+    if not instance.flavor.extra_specs.get('accel:device_profile'):
+        return []
+    return nc_client.get_client(context).get_arqs_for_instance(
+        instance.uuid)
 
 
 def pci_arqs(instance, accel_info):

@@ -13,8 +13,11 @@ nothing left on the old host's providers.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: I100
 
+import os  # noqa: E402
+
 import fixtures  # noqa: E402
 from nova.image import glance  # noqa: E402
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
@@ -104,6 +107,32 @@ class LifecycleTest(base.AcceleratorTestBase):
         self._stop_server(self.server)
         self.assert_arqs_kept('SHUTOFF')
         self._start_server(self.server)
+        self.assert_running_on('compute1')
+
+    def test_rescue_keeps_the_device(self):
+        # Upstream rebuilds the rescue guest without accel_info. Rescue
+        # saves the domain XML in the instance directory, which the
+        # harness never creates (it writes no disks).
+        from nova.conf import CONF
+        os.makedirs(os.path.join(CONF.instances_path, self.server['id']),
+                    exist_ok=True)
+        self._rescue_server(self.server)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('RESCUE', server['status'])
+        self.assertEqual([self.arq_bdf(a) for a in self.arqs],
+                         self.hostdev_bdfs(server))
+        self._unrescue_server(self.server)
+        self.assert_running_on('compute1')
+
+    def test_host_reboot_keeps_the_device(self):
+        # The host reboots: libvirt comes back without the domain, and
+        # nova-compute brings the server back (resume_guests_state_on_
+        # host_boot), which upstream does without accel_info.
+        self.flags(resume_guests_state_on_host_boot=True)
+        self.restart_compute_service(
+            'compute1', keep_hypervisor_state=False,
+            pci_info=fakelibvirt.HostPCIDevicesInfo(
+                num_pci=0, num_pfs=self.NUM_PFS, num_vfs=self.NUM_VFS))
         self.assert_running_on('compute1')
 
     def test_pause_unpause(self):

@@ -222,8 +222,9 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertUnchanged()
 
     def test_corrupted_target_apply_fails_and_changes_nothing(self):
-        # Change one context line of the last patch's second hunk: the
-        # first three patches would apply, but nothing may be written.
+        # Change one context line of the last patch's fourth hunk (the
+        # mdev allocation): the first three patches would apply, but nothing
+        # may be written.
         rel = 'nova/virt/libvirt/driver.py'
         path = os.path.join(self.target, rel)
         text = self.read(rel).replace(
@@ -238,7 +239,7 @@ class TestApplyRevert(NovaCopyTestCase):
 
         self.assertEqual(1, rc)
         self.assertIn('0004-libvirt-route-accel-devices.patch', err)
-        self.assertIn('hunk #2', err)
+        self.assertIn('hunk #4', err)
         self.assertIn('nothing was changed', err)
         self.assertUnchanged(corrupted)
         rc, out, err = self.run_tool('check')

@@ -231,3 +231,26 @@ class AllocateMdevsTestCase(_Base):
                           nc_libvirt.allocate_mdevs, self.driver,
                           [fakes.mdev_arq()])
         self.driver._create_mdev.assert_not_called()
+
+
+class AccelInfoForTestCase(testtools.TestCase):
+
+    def _instance(self, extra_specs):
+        return mock.Mock(uuid='1f1c2a9e-5b7d-4c10-8a2b-3c4d5e6f7a8b',
+                         flavor=mock.Mock(extra_specs=extra_specs))
+
+    @mock.patch('nova_cyborg.client.get_client')
+    def test_arqs_of_an_accelerated_instance(self, get_client):
+        get_client.return_value.get_arqs_for_instance.return_value = ['arq']
+        instance = self._instance({'accel:device_profile': 'dp'})
+        self.assertEqual(['arq'],
+                         nc_libvirt.accel_info_for('ctx', instance))
+        get_client.assert_called_once_with('ctx')
+        get_client.return_value.get_arqs_for_instance.assert_called_once_with(
+            instance.uuid)
+
+    @mock.patch('nova_cyborg.client.get_client')
+    def test_no_profile_asks_nobody(self, get_client):
+        self.assertEqual([], nc_libvirt.accel_info_for(
+            'ctx', self._instance({'hw:cpu_policy': 'dedicated'})))
+        get_client.assert_not_called()
