@@ -77,6 +77,21 @@ Related options:
 
 * ``[service_user] auth_type`` and its credentials
 """),
+    cfg.IntOpt(
+        'claim_candidates_per_host',
+        default=16,
+        min=1,
+        help="""
+How many allocation candidates of one host nova-scheduler tries to claim.
+
+Upstream nova-scheduler claims only a host's first allocation candidate.
+When accelerators sit on several nested providers of one host, each holding
+part of the total, the servers of a multi-create request (``--min/--max``)
+all get that same first candidate and every one after the first fails with
+NoValidHost (upstream bug 1874664). nova-cyborg tries the host's next
+candidates, up to this many, before moving to the next host. 1 keeps
+upstream's behaviour.
+"""),
 ]
 
 

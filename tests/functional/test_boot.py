@@ -114,3 +114,28 @@ class BootTest(BootTestMixin, base.AcceleratorTestBase):
         server = self.admin_api.get_server(server['id'])
         fault = server.get('fault', {})
         return fault.get('message', '') + fault.get('details', '')
+
+
+class MultiCreateTest(base.AcceleratorTestBase):
+    """``--min/--max`` when each provider holds only part of the total
+    (upstream bug 1874664)."""
+
+    def test_two_servers_on_two_providers(self):
+        # Two FPGAs with one VF each: each server needs its own provider.
+        self.start_accel_compute('compute1', num_pfs=2, num_vfs=2)
+        _name, flavor = self.create_profile_flavor(
+            [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}])
+        body = self._build_server(flavor_id=flavor, image_uuid=base.IMAGE,
+                                  networks='none')
+        body['min_count'] = body['max_count'] = 2
+        self.api.post_server({'server': body})
+        servers = self.api.get_servers()
+        self.assertEqual(2, len(servers))
+        servers = [self._wait_for_state_change(s, 'ACTIVE') for s in servers]
+        arqs = [self.assert_accelerated(s, 1)[0] for s in servers]
+        self.assertEqual(2, len({a['device_rp_uuid'] for a in arqs}))
+        self.assertEqual(2, len({self.arq_bdf(a) for a in arqs}))
+        for server in servers:
+            self._delete_server(server)
+            self.assertEqual([], self.cyborg.list_arqs(server['id']))
+            self.assertEqual({}, self.allocations(server['id']))

@@ -41,6 +41,7 @@ TOUCHED = [
     'nova/accelerator/cyborg.py',
     'nova/compute/manager.py',
     'nova/conductor/manager.py',
+    'nova/scheduler/manager.py',
     'nova/virt/libvirt/driver.py',
 ]
 ROUTING = {
@@ -58,12 +59,18 @@ ROUTING = {
         'from nova_cyborg import compute as nc_compute',
         'return nc_compute.get_bound_arqs(',
         'raise nc_compute.build_failure(instance, exc)',
+        'nc_cleanup.delete_arqs_of_deleted_instance(',
+    ],
+    'nova/scheduler/manager.py': [
+        'from nova_cyborg import scheduler as nc_scheduler',
+        'alloc_req = nc_scheduler.claim(',
     ],
     'nova/virt/libvirt/driver.py': [
         'from nova_cyborg.virt import libvirt as nc_libvirt',
         'nc_libvirt.add_pci_hostdevs(guest, accel_info)',
         'return nc_libvirt.allocate_mdevs(self, accel_info)',
         'pci_arq_list = nc_libvirt.pci_arqs(instance, accel_info)',
+        'nc_libvirt.accel_info_for(context, instance)',
     ],
 }
 
@@ -146,7 +153,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 4 patch(es), 4 file(s)', out)
+        self.assertIn('Applied 5 patch(es), 5 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -213,7 +220,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 4 patch(es), 4 file(s)', out)
+        self.assertIn('Reverted 5 patch(es), 5 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')

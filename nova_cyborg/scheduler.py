@@ -1,0 +1,39 @@
+"""Claiming in nova-scheduler: more than a host's first candidate.
+
+Nova's ``SchedulerManager._schedule`` is patched to call :func:`claim` where
+upstream claims ``host.allocation_candidates[0]`` only. For a multi-create
+request whose accelerators sit on several nested providers of one host, that
+first candidate is already used by the previous server of the request, so
+upstream fails with NoValidHost (bug 1874664) although the host has room.
+"""
+
+from oslo_log import log as logging
+
+from nova.scheduler import utils as scheduler_utils
+
+from nova_cyborg import conf
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+def claim(context, placement_client, spec_obj, instance_uuid, candidates,
+          allocation_request_version=None):
+    """Claim the first of a host's allocation candidates that Placement takes.
+
+    Tries at most ``[nova_cyborg] claim_candidates_per_host`` candidates, in
+    order.
+
+    :returns: the claimed allocation request, or None.
+    """
+    limit = CONF.nova_cyborg.claim_candidates_per_host
+    for number, alloc_req in enumerate(candidates[:limit], 1):
+        if scheduler_utils.claim_resources(
+                context, placement_client, spec_obj, instance_uuid,
+                alloc_req,
+                allocation_request_version=allocation_request_version):
+            if number > 1:
+                LOG.debug('Claimed allocation candidate %d of the host for '
+                          'instance %s', number, instance_uuid)
+            return alloc_req
+    return None

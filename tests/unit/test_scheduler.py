@@ -1,0 +1,54 @@
+from unittest import mock
+
+from oslo_config import fixture as config_fixture
+import testtools
+
+from nova_cyborg import conf
+from nova_cyborg import scheduler
+
+CANDIDATES = [{'mappings': {'device_profile_0': ['rp%d' % i]}}
+              for i in range(4)]
+
+
+class ClaimTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags = self.useFixture(config_fixture.Config(conf.CONF))
+        patcher = mock.patch('nova.scheduler.utils.claim_resources')
+        self.claim_resources = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def _claim(self):
+        return scheduler.claim('ctx', 'placement', 'spec', 'uuid',
+                               CANDIDATES, allocation_request_version='1.36')
+
+    def test_first_candidate(self):
+        self.claim_resources.return_value = True
+        self.assertIs(CANDIDATES[0], self._claim())
+        self.claim_resources.assert_called_once_with(
+            'ctx', 'placement', 'spec', 'uuid', CANDIDATES[0],
+            allocation_request_version='1.36')
+
+    def test_next_candidate_when_the_first_is_taken(self):
+        # The previous server of a multi-create took rp0.
+        self.claim_resources.side_effect = [False, False, True]
+        self.assertIs(CANDIDATES[2], self._claim())
+        self.assertEqual(3, self.claim_resources.call_count)
+
+    def test_none_claimable(self):
+        self.claim_resources.return_value = False
+        self.assertIsNone(self._claim())
+        self.assertEqual(4, self.claim_resources.call_count)
+
+    def test_limit(self):
+        self.flags.config(claim_candidates_per_host=2, group='nova_cyborg')
+        self.claim_resources.return_value = False
+        self.assertIsNone(self._claim())
+        self.assertEqual(2, self.claim_resources.call_count)
+
+    def test_one_is_upstream_behaviour(self):
+        self.flags.config(claim_candidates_per_host=1, group='nova_cyborg')
+        self.claim_resources.side_effect = [False, True]
+        self.assertIsNone(self._claim())
+        self.assertEqual(1, self.claim_resources.call_count)
