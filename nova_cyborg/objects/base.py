@@ -41,11 +41,33 @@ class NovaCyborgObjectRegistry(ovo_base.VersionedObjectRegistry):
                 if classes[0].OBJ_PROJECT_NAMESPACE == NAMESPACE}
 
 
+def _comparable(primitive):
+    """A primitive whose change lists do not depend on set order."""
+    if isinstance(primitive, dict):
+        return {key: (sorted(value) if key.endswith('.changes')
+                      else _comparable(value))
+                for key, value in primitive.items()}
+    if isinstance(primitive, list):
+        return [_comparable(value) for value in primitive]
+    return primitive
+
+
 class NovaCyborgObject(ovo_base.VersionedObject,
                        ovo_base.ComparableVersionedObject):
     """Base of every nova_cyborg object."""
 
     OBJ_PROJECT_NAMESPACE = NAMESPACE
+
+    def __eq__(self, other):
+        # ComparableVersionedObject compares whole primitives, whose
+        # 'changes' lists come from a set: equal objects could compare
+        # unequal depending on the hash seed.
+        if not isinstance(other, ovo_base.VersionedObject):
+            return NotImplemented
+        return (_comparable(self.obj_to_primitive()) ==
+                _comparable(other.obj_to_primitive()))
+
+    __hash__ = None
 
     @classmethod
     def obj_name(cls):
