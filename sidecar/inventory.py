@@ -51,9 +51,7 @@ class Inventory:
                               'left out of this cycle', driver.name)
                 continue
             for device in found:
-                functions = {device.address} | {
-                    h.address for dep in device.deployables
-                    for h in dep.attach_handles}
+                functions = device.functions()
                 clash = sorted(f for f in functions if f in taken)
                 if clash:
                     LOG.warning('Driver %(drv)s reports %(addr)s, but '

@@ -85,3 +85,10 @@ class Device:
     deployables: tuple = ()
     std_board_info: tuple = ()  # sorted (key, value) pairs
     driver_name: str = ''
+
+    def functions(self):
+        """Every PCI address the device stands for: its control path and
+        its attach handles' functions."""
+        return frozenset({self.address} | {
+            handle.address for dep in self.deployables
+            for handle in dep.attach_handles})

@@ -107,20 +107,13 @@ class ProgramManager:
         return device
 
     @staticmethod
-    def _device_addresses(device):
-        addresses = {device.address}
-        for dep in device.deployables:
-            addresses.update(h.address for h in dep.attach_handles)
-        return addresses
-
-    @staticmethod
     def _loaded_traits(device):
         return {t for dep in device.deployables for t in dep.traits
                 if t.startswith(FUNCTION_TRAIT_PREFIX)}
 
     def _users(self, device):
         in_use = self._domains.devices_in_use()
-        addresses = self._device_addresses(device)
+        addresses = device.functions()
         return sorted({name for dev, name in in_use.items()
                        if dev in addresses})
 
@@ -262,7 +255,7 @@ class ProgramManager:
         for address, lease in leases:
             device = self._inventory.device(address)
             used = device is not None and bool(
-                self._device_addresses(device) & in_use)
+                device.functions() & in_use)
             if used and not lease.get('seen_in_use'):
                 self._journal.leases.put(address, dict(lease,
                                                        seen_in_use=True))

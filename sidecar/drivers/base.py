@@ -9,8 +9,9 @@ class DiscoveryDriver(metaclass=abc.ABCMeta):
     A driver is built once per daemon with the daemon's ``conf`` (an
     ``oslo_config.cfg.ConfigOpts``) and a ``source``
     (:class:`sidecar.sources.base.PciSource`), and asked to ``discover()``
-    every cycle. It must never raise for one bad device: it logs a clear line
-    naming the device and what was wrong, skips it, and goes on.
+    every cycle; drivers implement ``_discover()``. It must never raise for
+    one bad device: it logs a clear line naming the device and what was
+    wrong, skips it, and goes on.
     """
 
     #: stevedore entry point name, also the deployable's ``driver_name``
@@ -20,14 +21,20 @@ class DiscoveryDriver(metaclass=abc.ABCMeta):
     def __init__(self, conf, source):
         self.conf = conf
         self.source = source
+        self._reported = frozenset()
 
-    @abc.abstractmethod
     def discover(self):
         """Return a list of :class:`sidecar.model.Device`."""
+        devices = self._discover()
+        self._reported = frozenset().union(
+            *(device.functions() for device in devices))
+        return devices
+
+    @abc.abstractmethod
+    def _discover(self):
+        """The driver's own discovery: a list of :class:`model.Device`."""
 
     def claims(self, address):
-        """Whether this driver reported the PCI function ``address``.
-
-        The daemon uses it so that two drivers never report one function.
-        """
-        return False
+        """Whether this driver's last discovery reported the PCI function
+        ``address`` (a control path or an attach handle's function)."""
+        return address in self._reported

@@ -30,7 +30,7 @@ class FakeDriver(base.DiscoveryDriver):
         return tuple(model.AttachHandle('PCI', _function(index))
                      for index in range(1, self.NUM_ACCELERATORS + 1))
 
-    def discover(self):
+    def _discover(self):
         deployable = model.Deployable(
             name=ADDRESS,
             resource_class=orc.FPGA,
@@ -43,7 +43,3 @@ class FakeDriver(base.DiscoveryDriver):
             deployables=(deployable,),
             std_board_info=(('product_id', 'abcd'),),
             driver_name=self.name)]
-
-    def claims(self, address):
-        return address == ADDRESS or any(
-            handle.address == address for handle in self._handles())

@@ -69,7 +69,7 @@ class FpgaDriver(base.DiscoveryDriver):
         self.problems = sources.ProblemLog(LOG)
         self._pf_of = {}  # every claimed address: its PF's address
 
-    def discover(self):
+    def _discover(self):
         functions = self.source.functions()
         by_address = {f.address: f for f in functions}
         vfs = {}
@@ -149,9 +149,6 @@ class FpgaDriver(base.DiscoveryDriver):
     def _read_afu_id(region):
         value = sources.read_file(region.path + '/afu_id')
         return parse_id(value, 'afu_id') if value else None
-
-    def claims(self, address):
-        return address in self._pf_of
 
     def region(self, address):
         """The :class:`sysfs.FpgaRegion` (region and manager paths) of the

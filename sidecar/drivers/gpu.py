@@ -56,9 +56,8 @@ class GpuDriver(base.DiscoveryDriver):
         super().__init__(conf, source)
         self.enabled_types = list(conf.gpu.enabled_mdev_types)
         self.problems = sources.ProblemLog(LOG)
-        self._claimed = frozenset()
 
-    def discover(self):
+    def _discover(self):
         functions = self.source.functions()
         with_vfs = {f.physfn for f in functions if f.physfn is not None}
         offered = set()
@@ -76,7 +75,6 @@ class GpuDriver(base.DiscoveryDriver):
                     self.problems.warning(
                         '[gpu] enabled_mdev_types names %s, which no GPU of '
                         'this host offers; check the name', type_id)
-        self._claimed = frozenset(d.address for d in devices)
         return devices
 
     def _enabled_type(self, function):
@@ -125,6 +123,3 @@ class GpuDriver(base.DiscoveryDriver):
             std_board_info=(('class', function.class_id),
                             ('product_id', function.product_id)),
             driver_name=vendor_name(function.vendor_id))
-
-    def claims(self, address):
-        return address in self._claimed

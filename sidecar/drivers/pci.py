@@ -170,14 +170,12 @@ class PciDriver(base.DiscoveryDriver):
         super().__init__(conf, source)
         self.specs = parse_device_specs(conf.pci.device_spec)
         self.problems = sources.ProblemLog(LOG)
-        self._claimed = frozenset()
 
-    def discover(self):
+    def _discover(self):
         functions = self.source.functions()
         by_address = {f.address: f for f in functions}
         vfs = {}
         devices = []
-        claimed = set()
         with self.problems.cycle():
             for f in functions:
                 if f.physfn is None:
@@ -198,10 +196,7 @@ class PciDriver(base.DiscoveryDriver):
                     handles = spec.select(root, vfs.get(root.address, ()))
                     if handles:
                         devices.append(self._device(root, spec, handles))
-                        claimed.add(root.address)
-                        claimed.update(h.address for h in handles)
                         break
-        self._claimed = frozenset(claimed)
         return devices
 
     def _device(self, root, spec, handles):
@@ -223,6 +218,3 @@ class PciDriver(base.DiscoveryDriver):
             std_board_info=(('class', root.class_id),
                             ('product_id', root.product_id)),
             driver_name=self.name)
-
-    def claims(self, address):
-        return address in self._claimed
