@@ -39,17 +39,31 @@ class ComputeDownTest(base.AcceleratorTestBase):
         self.computes[hostname].manager._cleanup_running_deleted_instances(
             nova_context.get_admin_context())
 
-    def test_delete_while_compute_down_then_restart(self):
-        # One VF only: the second server can only boot if the first one's
-        # attach handle was released.
+    def _boot_down_host(self):
+        """Boot on compute1 (one VF only: a second server can only boot if
+        the first one's attach handle was released), then take compute1
+        down. Returns the flavor, the server and its VF."""
         self.start_accel_compute('compute1', num_vfs=1)
         _name, flavor = self.create_profile_flavor([{'resources:FPGA': '1'}])
         server = self.boot(flavor)
-        arqs = self.assert_accelerated(server, 1)
-        bdf = self.arq_bdf(arqs[0])
-
+        bdf = self.arq_bdf(self.assert_accelerated(server, 1)[0])
         self.computes['compute1'].stop()
         self._force_down('compute1', True)
+        return flavor, server, bdf
+
+    def _assert_released_after_restart(self, flavor, server, bdf):
+        """Restart compute1: the domain is reaped, nothing is left, and a
+        new server gets the same, only, VF."""
+        self._restart('compute1')
+        self.assertNotIn(server['id'], self._domain_uuids('compute1'))
+        self.assert_nothing_left(server['id'])
+        server2 = self.boot(flavor)
+        arqs2 = self.assert_accelerated(server2, 1)
+        self.assertEqual(bdf, self.arq_bdf(arqs2[0]))
+        return server2
+
+    def test_delete_while_compute_down_then_restart(self):
+        flavor, server, bdf = self._boot_down_host()
 
         # A local delete in the API: nova-compute is down.
         self._delete_server(server)
@@ -57,16 +71,7 @@ class ComputeDownTest(base.AcceleratorTestBase):
         # The host kept the domain: nobody could tell it.
         self.assertIn(server['id'], self._domain_uuids('compute1'))
 
-        self._restart('compute1')
-
-        self.assertNotIn(server['id'], self._domain_uuids('compute1'))
-        self.assert_nothing_left(server['id'])
-
-        # The handle is free: a new server gets the same single VF.
-        server2 = self.boot(flavor)
-        arqs2 = self.assert_accelerated(server2, 1)
-        self.assertEqual(bdf, self.arq_bdf(arqs2[0]))
-
+        server2 = self._assert_released_after_restart(flavor, server, bdf)
         self._delete_server(server2)
         self.assert_nothing_left(server2['id'])
 
@@ -74,13 +79,7 @@ class ComputeDownTest(base.AcceleratorTestBase):
         # The API could not delete the ARQ (it logs and destroys the
         # server anyway): the restarted nova-compute, reaping the domain,
         # deletes it with its own (token-less) context.
-        self.start_accel_compute('compute1', num_vfs=1)
-        _name, flavor = self.create_profile_flavor([{'resources:FPGA': '1'}])
-        server = self.boot(flavor)
-        bdf = self.arq_bdf(self.assert_accelerated(server, 1)[0])
-
-        self.computes['compute1'].stop()
-        self._force_down('compute1', True)
+        flavor, server, bdf = self._boot_down_host()
         self.flags(endpoint_override='http://127.0.0.1:9', group='cyborg')
         self._delete_server(server)
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
@@ -88,10 +87,4 @@ class ComputeDownTest(base.AcceleratorTestBase):
         self.assertEqual(['Bound'], [arq['state'] for arq in arqs])
         self.assertEqual({}, self.allocations(server['id']))
 
-        self._restart('compute1')
-
-        self.assertNotIn(server['id'], self._domain_uuids('compute1'))
-        self.assert_nothing_left(server['id'])
-        server2 = self.boot(flavor)
-        arqs2 = self.assert_accelerated(server2, 1)
-        self.assertEqual(bdf, self.arq_bdf(arqs2[0]))
+        self._assert_released_after_restart(flavor, server, bdf)
