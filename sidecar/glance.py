@@ -69,15 +69,18 @@ class ImageClient:
             raise self._error(image_id, 'Glance sent metadata that is not '
                               'JSON')
 
-    def download(self, image_id, dest_path):
+    def download(self, image_id, dest_path, metadata=None):
         """Download the image's data to ``dest_path``; return its metadata.
+
+        ``metadata`` is the image's metadata if the caller read it already
+        (:meth:`get_metadata`); it is read otherwise.
 
         The data goes to ``<dest_path>.part`` and is renamed to
         ``dest_path`` once complete and checked. On any failure the partial
         file is removed, ``dest_path`` is left as it was and BitstreamError
         says why.
         """
-        meta = self.get_metadata(image_id)
+        meta = metadata or self.get_metadata(image_id)
         if meta.get('status') != 'active':
             raise self._error(image_id, 'the image is %s, not active'
                               % meta.get('status'))

@@ -180,10 +180,10 @@ class ProgramManager:
                 self._lease(device, wanted, bool(self._users(device)))
                 return True
             self._check_free(device, wanted)
-            self._program(device, bitstream_uuid, wanted)
+            self._program(device, bitstream_uuid, metadata, wanted)
         return True
 
-    def _program(self, device, image_id, wanted):
+    def _program(self, device, image_id, metadata, wanted):
         address = device.address
         providers = self._providers(device)
         job = {'image': image_id, 'trait': wanted, 'started': self._clock(),
@@ -197,7 +197,7 @@ class ProgramManager:
             LOG.info('Programming %(addr)s with bitstream %(image)s',
                      {'addr': address, 'image': image_id})
             try:
-                self._images.download(image_id, path)
+                self._images.download(image_id, path, metadata)
                 self._programmer.program(address, path)
             finally:
                 if os.path.exists(path):

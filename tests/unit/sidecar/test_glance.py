@@ -143,6 +143,15 @@ class ImageClientTest(testtools.TestCase):
             self.assertEqual(DATA, f.read())
         self.assertEqual(['image.bit'], os.listdir(self.tmp))
 
+    def test_download_with_metadata_read_before(self):
+        self._serve()
+        self.assertEqual(_meta(), self.client.download(IMAGE, self.dest,
+                                                       _meta()))
+        self.assertEqual([FILE_URL], [r.url for r in
+                                      self.requests.request_history])
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(DATA, f.read())
+
     def test_download_md5_only(self):
         self._serve(_meta(os_hash_algo=None, os_hash_value=None))
         self.client.download(IMAGE, self.dest)

@@ -65,7 +65,8 @@ class FakeImages:
     def function_id(self, metadata):
         return metadata.get('accel:function_id')
 
-    def download(self, image_id, path):
+    def download(self, image_id, path, metadata=None):
+        assert metadata['id'] == image_id
         with open(path, 'w') as f:
             f.write(FUNCTIONS[image_id])
 
@@ -207,7 +208,8 @@ class ProgramManagerTest(testtools.TestCase):
     def test_wrong_function_after_load(self):
         # The device does not report the function the image promised.
         images = FakeImages()
-        images.download = lambda image_id, path: open(path, 'w').write('FF')
+        images.download = (
+            lambda image_id, path, metadata: open(path, 'w').write('FF'))
         self.manager._images = images
         ex = self.assertRaises(exception.ProgrammingFailed, self._program)
         self.assertIn('CUSTOM_FPGA_FUNCTION_ID_INTEL_FF', str(ex))
