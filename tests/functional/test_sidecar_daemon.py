@@ -13,9 +13,7 @@ import time  # noqa: E402
 
 import fixtures
 import oslo_messaging as messaging
-from oslo_config import cfg
 
-from sidecar import conf as sidecar_conf
 from sidecar import rpc
 from tests.functional.harness import sidecar_fixture
 from tests.functional import test_sidecar
@@ -47,17 +45,10 @@ class DaemonTest(test_sidecar.SidecarTestBase):
         with open(log_path) as f:
             return f.read().count('Sidecar for host compute1 started')
 
-    @staticmethod
-    def _conf():
-        conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(conf)
-        conf([], default_config_files=[], default_config_dirs=[])
-        return conf
-
     def _agent_client(self, host):
         """What cyborg-conductor calls agents with."""
         transport = messaging.get_rpc_transport(
-            self._conf(), url=self.broker.transport_url)
+            sidecar_fixture.make_conf(), url=self.broker.transport_url)
         self.addCleanup(transport.cleanup)
         return messaging.get_rpc_client(
             transport, messaging.Target(

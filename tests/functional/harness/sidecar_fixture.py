@@ -73,6 +73,15 @@ def write_config(path, **values):
     return path
 
 
+def make_conf(args=()):
+    """A sidecar's own ConfigOpts, parsed from ``args`` only."""
+    conf = cfg.ConfigOpts()
+    sidecar_conf.register_opts(conf)
+    conf(list(args), project='nova-cyborg', default_config_files=[],
+         default_config_dirs=[])
+    return conf
+
+
 class SidecarFixture(fixtures.Fixture):
     """A started sidecar for ``host``.
 
@@ -121,10 +130,7 @@ class SidecarFixture(fixtures.Fixture):
         privileged.sidecar_pctxt.set_client_mode(False)
         self.addCleanup(privileged.sidecar_pctxt.set_client_mode, True)
 
-        self.conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(self.conf)
-        self.conf(['--config-file', self.config_path], project='nova-cyborg',
-                  default_config_files=[], default_config_dirs=[])
+        self.conf = make_conf(['--config-file', self.config_path])
         transport = messaging.get_rpc_transport(self.conf,
                                                 url=self.transport_url)
         self.addCleanup(transport.cleanup)
