@@ -125,6 +125,13 @@ class AcceleratorTestBase(libvirt_base.ServersTestBase):
         self.sidecars = {}
         self._kernels = {}
         self._simulate_mdev_kernel()
+        # Hard reboot, power on and resize read the guest's disks from its
+        # domain XML to re-populate backing files or copy them; Nova's
+        # functional base never writes the disks (_create_image is mocked),
+        # so there is nothing to read.
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            '_get_instance_disk_info_from_config', return_value=[]))
 
     def _setup_services(self):
         # Nova's test config expects api-paste.ini under site-packages; pip

@@ -26,13 +26,6 @@ class LifecycleTest(base.AcceleratorTestBase):
 
     def setUp(self):
         super().setUp()
-        # Hard reboot and power on re-populate missing backing files when
-        # the context has a token, which the harness's always has; Nova's
-        # functional base never writes the disks (_create_image is mocked),
-        # so there is nothing to stat: no backing files to re-populate.
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver.'
-            '_get_instance_disk_info_from_config', return_value=[]))
         self.start_accel_compute('compute1')
         _name, self.flavor = self.create_profile_flavor(PROFILE)
         self.server = self.boot(self.flavor)
