@@ -1,0 +1,170 @@
+"""Heal the accelerator part of a server's Placement allocation.
+
+Upstream ``nova-manage placement heal_allocations`` refuses every server
+whose flavor names a device profile (bug 1939020): it can only build an
+allocation from the flavor, on the compute node's provider, and would drop
+or never create the accelerators' part, which sits on Cyborg's device
+providers. Routed from ``PlacementCommands._heal_allocations_for_instance``,
+this module gives that part from what Cyborg knows:
+
+* each of the server's ARQs must be ``Bound``; its ``device_rp_uuid`` is
+  the provider of its device;
+* its device profile group (``device_profile_name`` and
+  ``device_profile_group_id``) has one ``resources:<RC>`` key; the ARQ
+  holds one unit of that resource class on its provider (Cyborg creates
+  one ARQ per unit of a group).
+
+Any doubt (Cyborg unreachable, an ARQ not Bound, a profile gone or
+malformed) raises nova's ``AllocationUpdateFailed`` before anything is
+written, so nova-manage reports why and exits with 3.
+
+nova-manage has an admin context without a user token: the client calls
+Cyborg as ``[service_user]`` then.
+"""
+
+import collections
+
+from oslo_log import log as logging
+
+from nova import exception as nova_exception
+
+from nova_cyborg import client as nc_client
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+from nova_cyborg import request_groups
+
+LOG = logging.getLogger(__name__)
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+BOUND = 'Bound'
+
+
+class _CannotHeal(Exception):
+    """Why the accelerator part cannot be known; becomes a nova error."""
+
+    def format_message(self):
+        return str(self)
+
+
+def accelerator_allocations(context, instance):
+    """Return the allocations the instance's Bound ARQs account for.
+
+    :returns: ``{rp_uuid: {'resources': {rc: amount}}}``; ``{}`` without
+        asking Cyborg if the instance's flavor names no device profile.
+    :raises: nova.exception.AllocationUpdateFailed if Cyborg cannot be
+        asked, an ARQ is not Bound or its device profile group is unusable.
+    """
+    dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
+    if not dp_name:
+        return {}
+    try:
+        cyclient = nc_client.get_client(context)
+        arqs = _bound_arqs(cyclient, instance.uuid, dp_name)
+        return _allocations(arqs, _profile_groups(cyclient, arqs))
+    except (_CannotHeal, exception.CyborgError,
+            nova_exception.DeviceProfileError) as e:
+        raise nova_exception.AllocationUpdateFailed(
+            consumer_uuid=instance.uuid,
+            error=_('cannot heal the accelerator allocations: %s') %
+            e.format_message())
+
+
+def missing_allocations(instance_uuid, allocations, accel_allocations):
+    """Return the part of ``accel_allocations`` that ``allocations`` lack.
+
+    :param allocations: the consumer's allocations as they are or will be
+        written, ``{rp_uuid: {'resources': {rc: amount}, ...}}``.
+    :raises: nova.exception.AllocationUpdateFailed if ``allocations`` hold
+        an accelerator resource class on a provider where the instance has
+        no Bound ARQ: adding the ARQs' part would allocate the devices
+        twice.
+    """
+    _check_no_stale_devices(instance_uuid, allocations, accel_allocations)
+    missing = {}
+    for rp_uuid, alloc in accel_allocations.items():
+        held = allocations.get(rp_uuid, {}).get('resources', {})
+        for rc, amount in alloc['resources'].items():
+            lack = amount - held.get(rc, 0)
+            if lack > 0:
+                missing.setdefault(rp_uuid, {'resources': {}})[
+                    'resources'][rc] = lack
+    if missing:
+        LOG.info('Adding the accelerator allocations %s to instance %s',
+                 missing, instance_uuid)
+    return missing
+
+
+def _bound_arqs(cyclient, instance_uuid, dp_name):
+    """The instance's ARQs, which must all be Bound to a provider."""
+    arqs = cyclient.get_arqs_for_instance(instance_uuid)
+    if not arqs:
+        raise _CannotHeal(_(
+            'Cyborg has no accelerator request for the instance, whose '
+            'flavor asks for device profile %s') % dp_name)
+    for arq in arqs:
+        if arq.get('state') != BOUND:
+            raise _CannotHeal(exception.AcceleratorRequestNotBound(
+                arq=arq.get('uuid'), state=arq.get('state')).format_message())
+        if not arq.get('device_rp_uuid'):
+            raise _CannotHeal(_(
+                'accelerator request %s is Bound to no resource provider') %
+                arq.get('uuid'))
+    return arqs
+
+
+def _profile_groups(cyclient, arqs):
+    """{device profile name: [RequestGroup]} of the profiles ARQs name."""
+    groups = {}
+    for dp_name in sorted({arq.get('device_profile_name') for arq in arqs}):
+        groups[dp_name] = request_groups.build_request_groups(
+            cyclient.get_device_profile_groups(dp_name), dp_name=dp_name)
+    return groups
+
+
+def _resource_class(arq, groups):
+    """The resource class one unit of which the ARQ holds."""
+    dp_name = arq.get('device_profile_name')
+    index = arq.get('device_profile_group_id')
+    profile = groups[dp_name]
+    if not isinstance(index, int) or not 0 <= index < len(profile):
+        raise _CannotHeal(_(
+            'accelerator request %(arq)s names group %(index)s of device '
+            'profile %(name)s, which has %(count)d groups') % {
+                'arq': arq.get('uuid'), 'index': index, 'name': dp_name,
+                'count': len(profile)})
+    resources = profile[index].resources
+    if len(resources) != 1:
+        raise _CannotHeal(_(
+            'group %(index)d of device profile %(name)s asks for several '
+            'resource classes (%(rcs)s); which one accelerator request '
+            '%(arq)s holds is unknown') % {
+                'index': index, 'name': dp_name,
+                'rcs': ', '.join(sorted(resources)), 'arq': arq.get('uuid')})
+    return next(iter(resources))
+
+
+def _allocations(arqs, groups):
+    """Sum one unit of each ARQ's resource class per provider."""
+    totals = collections.defaultdict(collections.Counter)
+    for arq in arqs:
+        totals[arq['device_rp_uuid']][_resource_class(arq, groups)] += 1
+    return {rp_uuid: {'resources': dict(resources)}
+            for rp_uuid, resources in totals.items()}
+
+
+def _check_no_stale_devices(instance_uuid, allocations, accel_allocations):
+    """Refuse allocations holding accelerators on providers no ARQ is on."""
+    accel_rcs = {rc for alloc in accel_allocations.values()
+                 for rc in alloc['resources']}
+    for rp_uuid, alloc in sorted(allocations.items()):
+        if rp_uuid in accel_allocations:
+            continue
+        stale = sorted(accel_rcs & set(alloc.get('resources', {})))
+        if stale:
+            raise nova_exception.AllocationUpdateFailed(
+                consumer_uuid=instance_uuid, error=_(
+                    'the allocation holds %(rcs)s on resource provider '
+                    '%(rp)s, where the instance has no Bound accelerator '
+                    'request; run with --force to rebuild it from the '
+                    'flavor and the accelerator requests') % {
+                        'rcs': ', '.join(stale), 'rp': rp_uuid})
