@@ -36,9 +36,11 @@ SERIES = [
     '0002-conductor-route-arq-create-bind.patch',
     '0003-compute-route-bound-arqs.patch',
     '0004-libvirt-route-accel-devices.patch',
+    '0008-manage-heal-accelerator-allocations.patch',
 ]
 TOUCHED = [
     'nova/accelerator/cyborg.py',
+    'nova/cmd/manage.py',
     'nova/compute/manager.py',
     'nova/conductor/manager.py',
     'nova/scheduler/manager.py',
@@ -60,6 +62,11 @@ ROUTING = {
         'return nc_compute.get_bound_arqs(',
         'raise nc_compute.build_failure(instance, exc)',
         'nc_cleanup.delete_arqs_of_deleted_instance(',
+    ],
+    'nova/cmd/manage.py': [
+        'from nova_cyborg import heal as nc_heal',
+        'nc_heal.accelerator_allocations(ctxt, instance)',
+        'accel_allocations = nc_heal.missing_allocations(',
     ],
     'nova/scheduler/manager.py': [
         'from nova_cyborg import scheduler as nc_scheduler',
@@ -153,7 +160,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 5 patch(es), 5 file(s)', out)
+        self.assertIn('Applied 6 patch(es), 6 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -220,7 +227,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 5 patch(es), 5 file(s)', out)
+        self.assertIn('Reverted 6 patch(es), 6 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')
