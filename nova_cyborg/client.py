@@ -255,6 +255,24 @@ class CyborgClient(object):
             raise exception.AcceleratorRequestBindingFailed(
                 arqs=list(bindings), msg=e.kwargs['msg'])
 
+    def unbind_arqs(self, arq_uuids):
+        """Unbind ARQs, keeping them; Cyborg frees their attach handles.
+
+        Used to park the ARQs of a resize's source host (see
+        nova_cyborg.move); they can be bound again later.
+
+        :raises: CyborgError
+        """
+        if not arq_uuids:
+            return
+        patch = {arq_uuid: [{'path': '/' + field, 'op': 'remove'}
+                            for field in ('device_rp_uuid', 'hostname',
+                                          'instance_uuid')]
+                 for arq_uuid in arq_uuids}
+        LOG.info('Unbinding ARQs %s', ','.join(sorted(arq_uuids)))
+        self._require_service_token(_('unbind'))
+        self._call(_('unbind'), 'patch', ARQ_URL, (200, 202), json=patch)
+
     # Queries
 
     def get_arqs_for_instance(self, instance_uuid, only_resolved=False):
@@ -313,3 +331,27 @@ class CyborgClient(object):
                            params={'arqs': arq_uuid})
             except exception.CyborgError as e:
                 LOG.error('Failed to delete ARQ %s: %s', arq_uuid, e)
+
+    def delete_arqs_strictly(self, arq_uuids):
+        """Delete the given bound ARQs; those already gone count as deleted.
+
+        Unlike :meth:`delete_arqs_by_uuid`, for ARQs that an instance no
+        longer uses (the source's after a confirmed move): the caller keeps
+        track of them until this succeeds.
+
+        :raises: CyborgError if one could not be deleted.
+        """
+        arq_uuids = [u for u in (arq_uuids or []) if u]
+        if not arq_uuids:
+            return
+        self._require_service_token(_('delete'))
+        try:
+            self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                       params={'arqs': ','.join(arq_uuids)})
+            return
+        except exception.CyborgError as e:
+            if e.status != 404:
+                raise
+        for arq_uuid in arq_uuids:
+            self._call(_('delete'), 'delete', ARQ_URL, (204, 404),
+                       params={'arqs': arq_uuid})

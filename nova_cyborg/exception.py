@@ -62,3 +62,13 @@ class AcceleratorRequestBindingFailed(
 
     The conductor deletes ``arqs`` and reschedules the instance.
     """
+
+
+class OperationRefused(nova_exception.ForbiddenWithAccelerators):
+    """A server action that this integration refuses for accelerators.
+
+    A subclass of the exception upstream raises there, so Nova's API
+    answers HTTP 400 as before, with a message that says why.
+    """
+
+    msg_fmt = _("%(reason)s")

@@ -18,12 +18,13 @@ Only parsed, bounded values reach the domain XML and libvirt.
 
 from oslo_log import log as logging
 
+from nova import exception as nova_exception
 from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import utils as libvirt_utils
 
 from nova_cyborg import attach_handle
-from nova_cyborg import client as nc_client
 from nova_cyborg import exception
+from nova_cyborg import move
 from nova_cyborg.objects import accelerator_request as arq_obj
 
 LOG = logging.getLogger(__name__)
@@ -43,19 +44,18 @@ def _validate(accel_info, instance=None):
 def accel_info_for(context, instance):
     """The instance's ARQs, for the paths that rebuild its guest unasked.
 
-    Upstream's ``rescue`` and ``resume_state_on_host_boot`` (a hard reboot
-    after the host rebooted) regenerate the domain XML without
+    Upstream's ``rescue``, ``resume_state_on_host_boot`` (a hard reboot
+    after the host rebooted), ``finish_migration`` and
+    ``finish_revert_migration`` regenerate the domain XML without
     ``accel_info``, so the server loses its device. They call this instead.
     ``context`` may be a service's own admin context: the client then calls
     Cyborg as the service user.
 
-    :returns: the instance's ARQs, or [] for a flavor without a device
-        profile.
+    :returns: the ARQs of the host the instance is on now (see
+        :func:`nova_cyborg.move.instance_arqs`), or [] for a flavor without
+        a device profile.
     """
-    if not instance.flavor.extra_specs.get('accel:device_profile'):
-        return []
-    return nc_client.get_client(context).get_arqs_for_instance(
-        instance.uuid)
+    return move.instance_arqs(context, instance)
 
 
 def pci_arqs(instance, accel_info):
@@ -144,3 +144,61 @@ def allocate_mdevs(driver, accel_info):
             driver._create_mdev(parent, handle.mdev_type, uuid=handle.uuid)
         mdevs.append(handle.uuid)
     return mdevs
+
+
+def _pci_addresses(guest):
+    return {(dev.domain, dev.bus, dev.slot, dev.function)
+            for dev in guest.get_all_devices(
+                devtype=vconfig.LibvirtConfigGuestHostdevPCI)}
+
+
+def _hex_key(parts):
+    return tuple(int(part, 16) for part in parts)
+
+
+def detach_pci_hostdevs(guest, accel_info):
+    """Unplug the guest's PCI accelerators from the running domain.
+
+    Suspend saves the guest's memory, which libvirt refuses while a PCI
+    device is passed through (upstream detaches Nova's own PCI devices
+    there, not the accelerators). Only the live domain changes: its
+    definition keeps the devices, and :func:`attach_pci_hostdevs` plugs
+    them back after resume.
+
+    :param guest: a nova.virt.libvirt.guest.Guest.
+    :raises: InvalidAttachHandle before anything is unplugged;
+        PciDeviceDetachFailed if a device is still there afterwards.
+    """
+    devices = [_hostdev(arq.attach_handle.address)
+               for arq in _validate(accel_info)
+               if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
+    for dev in devices:
+        guest.detach_device(dev, live=True)
+    present = {_hex_key(parts) for parts in _pci_addresses(guest)}
+    for dev in devices:
+        parts = (dev.domain, dev.bus, dev.slot, dev.function)
+        if _hex_key(parts) in present:
+            raise nova_exception.PciDeviceDetachFailed(
+                reason='still in the domain after detach', dev=':'.join(parts))
+
+
+def attach_pci_hostdevs(guest, accel_info):
+    """Plug the guest's PCI accelerators back into the running domain.
+
+    Devices the domain already has are left alone, so this is safe after
+    a restore whose saved domain kept them.
+
+    :param guest: a nova.virt.libvirt.guest.Guest.
+    :raises: InvalidAttachHandle before anything is plugged.
+    """
+    arqs = _validate(accel_info)
+    present = {_hex_key(parts) for parts in _pci_addresses(guest)}
+    for arq in arqs:
+        if arq.attach_type != arq_obj.ATTACH_TYPE_PCI:
+            continue
+        dev = _hostdev(arq.attach_handle.address)
+        if _hex_key((dev.domain, dev.bus, dev.slot, dev.function)) in present:
+            continue
+        LOG.info('Plugging accelerator %s back into the guest',
+                 arq.attach_handle.address.bdf)
+        guest.attach_device(dev)

@@ -17,12 +17,14 @@ import os  # noqa: E402
 
 import fixtures  # noqa: E402
 from nova.image import glance  # noqa: E402
+from nova.tests.functional.api import client  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
 
-class LifecycleTest(base.AcceleratorTestBase):
+class ServerWithAcceleratorBase(base.AcceleratorTestBase):
+    """A server with one FPGA VF on compute1, and what a user checks."""
 
     def setUp(self):
         super().setUp()
@@ -86,6 +88,9 @@ class LifecycleTest(base.AcceleratorTestBase):
         self.assertEqual({1}, set(self._fpga_usage('compute1').values()))
         return server
 
+
+class LifecycleTest(ServerWithAcceleratorBase):
+
     # Operations on the same host
 
     def test_soft_reboot(self):
@@ -134,6 +139,29 @@ class LifecycleTest(base.AcceleratorTestBase):
         self.api.post_server_action(self.server['id'], {'unpause': {}})
         self._wait_for_state_change(self.server, 'ACTIVE')
         self.assert_running_on('compute1')
+
+    def test_suspend_resume(self):
+        # Upstream refuses suspend for a server with accelerators. The VF
+        # is unplugged before the memory is saved, plugged back on resume.
+        self._suspend_server(self.server)
+        self.assert_arqs_kept('SUSPENDED')
+        self.assertEqual([], self.hostdev_bdfs(self.server))
+        self._resume_server(self.server)
+        self.assert_running_on('compute1')
+
+    def test_live_migration_is_refused_with_a_reason(self):
+        self.start_accel_compute('compute2')
+        ex = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            self.server['id'], {'os-migrateLive': {
+                'host': 'compute2', 'block_migration': 'auto'}})
+        self.assertEqual(400, ex.response.status_code)
+        self.assertIn('Live migration of a server with accelerators is not '
+                      'supported', str(ex))
+        self.assertIn('Cold migrate the server instead', str(ex))
+        self.assertEqual([], self.admin_api.get_migrations())
+        self.assert_running_on('compute1')
+        self.assert_host_free('compute2')
 
     def test_lock_unlock(self):
         self.api.post_server_action(self.server['id'], {'lock': {}})

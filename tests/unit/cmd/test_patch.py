@@ -36,13 +36,18 @@ SERIES = [
     '0002-conductor-route-arq-create-bind.patch',
     '0003-compute-route-bound-arqs.patch',
     '0004-libvirt-route-accel-devices.patch',
+    '0005-scheduler-claim-more-candidates.patch',
+    '0006-api-allow-accelerator-operations.patch',
+    '0007-migrate-task-profile-groups.patch',
     '0008-manage-heal-accelerator-allocations.patch',
 ]
 TOUCHED = [
     'nova/accelerator/cyborg.py',
     'nova/cmd/manage.py',
+    'nova/compute/api.py',
     'nova/compute/manager.py',
     'nova/conductor/manager.py',
+    'nova/conductor/tasks/migrate.py',
     'nova/scheduler/manager.py',
     'nova/virt/libvirt/driver.py',
 ]
@@ -62,6 +67,18 @@ ROUTING = {
         'return nc_compute.get_bound_arqs(',
         'raise nc_compute.build_failure(instance, exc)',
         'nc_cleanup.delete_arqs_of_deleted_instance(',
+        'nc_move.swap_to_destination(',
+        'nc_move.confirm(context, instance)',
+        'nc_move.revert_at_destination(context, instance)',
+        'nc_move.rebind_at_source(self.virtapi, context, instance)',
+        'return nc_move.instance_arqs(context, instance)',
+    ],
+    'nova/compute/api.py': [
+        'nc_api.check_operation(func.__name__, instance)',
+        'nc_api.check_new_flavor(context, new_flavor)',
+    ],
+    'nova/conductor/tasks/migrate.py': [
+        'nc_move.add_profile_groups(self.context, self.request_spec,',
     ],
     'nova/cmd/manage.py': [
         'from nova_cyborg import heal as nc_heal',
@@ -78,6 +95,8 @@ ROUTING = {
         'return nc_libvirt.allocate_mdevs(self, accel_info)',
         'pci_arq_list = nc_libvirt.pci_arqs(instance, accel_info)',
         'nc_libvirt.accel_info_for(context, instance)',
+        'nc_libvirt.detach_pci_hostdevs(',
+        'nc_libvirt.attach_pci_hostdevs(',
     ],
 }
 
@@ -160,7 +179,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 6 patch(es), 6 file(s)', out)
+        self.assertIn('Applied 8 patch(es), 8 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -227,7 +246,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 6 patch(es), 6 file(s)', out)
+        self.assertIn('Reverted 8 patch(es), 8 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')
@@ -236,9 +255,9 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertUnchanged()
 
     def test_corrupted_target_apply_fails_and_changes_nothing(self):
-        # Change one context line of the last patch's fourth hunk (the
-        # mdev allocation): the first three patches would apply, but nothing
-        # may be written.
+        # Change one context line of the libvirt patch's hunk of the mdev
+        # allocation: the first three patches would apply, but nothing may
+        # be written.
         rel = 'nova/virt/libvirt/driver.py'
         path = os.path.join(self.target, rel)
         text = self.read(rel).replace(
@@ -253,7 +272,7 @@ class TestApplyRevert(NovaCopyTestCase):
 
         self.assertEqual(1, rc)
         self.assertIn('0004-libvirt-route-accel-devices.patch', err)
-        self.assertIn('hunk #4', err)
+        self.assertIn('hunk #6', err)
         self.assertIn('nothing was changed', err)
         self.assertUnchanged(corrupted)
         rc, out, err = self.run_tool('check')

@@ -1,0 +1,65 @@
+"""API side: which server actions a server with accelerators may take.
+
+Routed from ``nova.compute.api.block_accelerators``, the decorator that
+upstream puts on the actions it refuses for a flavor with
+``accel:device_profile`` (resize and cold migrate, suspend, live migrate;
+rebuild, evacuate and shelve only above a compute service version), and
+from the check of the new flavor in ``API.resize``.
+
+Every compute of a deployment runs the patched Nova (see the deployer
+docs), so the service version checks are gone: what nova-cyborg makes
+work is allowed, and what it cannot do is refused with a message that
+says why and what to do instead.
+"""
+
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+from nova_cyborg import request_groups
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+
+#: Decorated ``nova.compute.api.API`` methods this integration supports.
+SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
+
+_REFUSALS = {
+    'live_migrate': _(
+        'Live migration of a server with accelerators is not supported: the '
+        'state of a device passed through to the guest (a PCI function or a '
+        'mediated device) cannot be copied to another host while the guest '
+        'runs. Cold migrate the server instead (openstack server migrate).'),
+}
+
+
+def check_operation(operation, instance):
+    """Refuse ``operation`` if this integration cannot keep the devices.
+
+    :param operation: the name of the ``nova.compute.api.API`` method.
+    :raises: OperationRefused (HTTP 400) with the reason.
+    """
+    if not instance.flavor.extra_specs.get(DP_EXTRA_SPEC):
+        return
+    if operation in SUPPORTED:
+        return
+    reason = _REFUSALS.get(operation) or _(
+        'The %s action is not supported for a server with accelerators.'
+    ) % operation
+    raise exception.OperationRefused(reason=reason)
+
+
+def check_new_flavor(context, flavor):
+    """Check the device profile of a resize's new flavor, if it has one.
+
+    Upstream refuses any new flavor with a device profile. Here the
+    profile must exist and be well formed, which is checked before the
+    resize starts, so the user gets the error (HTTP 400) and not an
+    instance action event.
+
+    :raises: OperationRefused naming the profile and what is wrong.
+    """
+    dp_name = flavor.extra_specs.get(DP_EXTRA_SPEC)
+    if not dp_name:
+        return
+    try:
+        request_groups.get_device_profile_request_groups(context, dp_name)
+    except (exception.DeviceProfileError, exception.CyborgError) as e:
+        raise exception.OperationRefused(reason=e.format_message())

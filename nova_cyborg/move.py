@@ -1,0 +1,234 @@
+"""Resize and cold migration of a server with accelerators.
+
+Upstream Nova refuses both. Cyborg 17 lets an instance have only one set of
+bound ARQs (a bind for an instance that already has ARQs is refused), so a
+move cannot bind the destination's ARQs next to the source's. Instead, the
+source's ARQs are parked (unbound, kept) while the guest is off:
+
+1. The conductor's ``MigrationTask`` asks the scheduler for the new
+   flavor's device profile groups (:func:`add_profile_groups`); the
+   source's devices stay allocated in Placement to the migration.
+2. On the source, before the disks move (:func:`swap_to_destination`):
+   the guest is powered off, so no device is in use; the source's ARQs are
+   unbound and remembered with their provider and host; the new flavor's
+   ARQs are created, bound to the providers the scheduler allocated on the
+   destination, and awaited. On failure the new ARQs are deleted, the
+   parked ones bound again, the guest powered back on, and the resize
+   fails with the server running on the source as before.
+3. ``finish_resize`` builds the destination guest with the bound ARQs.
+4. Confirm deletes the parked ARQs (:func:`confirm`). Revert deletes the
+   destination's (:func:`revert_at_destination`) and binds the parked ones
+   again on the source (:func:`rebind_at_source`) before its guest is
+   rebuilt.
+
+Parked ARQs are kept in the instance's system metadata, which travels with
+it between hosts. So are ARQs that must go but could not be deleted
+(Cyborg unreachable): they are deleted at the next move's start or end.
+"""
+
+from nova.compute import vm_states
+from nova import exception as nova_exception
+from oslo_log import log as logging
+
+from nova_cyborg import client as nc_client
+from nova_cyborg import compute as nc_compute
+from nova_cyborg import exception
+from nova_cyborg import request_groups
+
+LOG = logging.getLogger(__name__)
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+#: System metadata: ``<prefix><n>`` holds the n-th entry of a list.
+PARKED_PREFIX = 'nova_cyborg_parked_arq_'
+RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
+
+
+def _profile(flavor):
+    return flavor.extra_specs.get(DP_EXTRA_SPEC) if flavor else None
+
+
+def _entries(instance, prefix):
+    meta = instance.system_metadata
+    keys = sorted((k for k in meta if k.startswith(prefix)),
+                  key=lambda k: int(k[len(prefix):]))
+    return [meta[k] for k in keys]
+
+
+def _store(instance, prefix, entries):
+    meta = instance.system_metadata
+    for key in [k for k in meta if k.startswith(prefix)]:
+        del meta[key]
+    for index, entry in enumerate(entries):
+        meta['%s%d' % (prefix, index)] = entry
+
+
+def _parked(instance):
+    """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs."""
+    return [tuple(entry.split(' ', 2))
+            for entry in _entries(instance, PARKED_PREFIX)]
+
+
+def _retire(context, instance, arq_uuids):
+    """Delete ARQs the instance no longer uses; remember those that fail."""
+    retired = _entries(instance, RETIRED_PREFIX)
+    retired += [u for u in arq_uuids if u not in retired]
+    if not retired:
+        return
+    try:
+        nc_client.get_client(context).delete_arqs_strictly(retired)
+    except exception.CyborgError as e:
+        LOG.error('Could not delete accelerator requests %(arqs)s that the '
+                  'instance no longer uses; they are deleted at its next '
+                  'resize or migration: %(err)s',
+                  {'arqs': ','.join(retired), 'err': e}, instance=instance)
+        _store(instance, RETIRED_PREFIX, retired)
+        instance.save()
+        return
+    LOG.info('Deleted accelerator requests %s', ','.join(retired),
+             instance=instance)
+    _store(instance, RETIRED_PREFIX, [])
+    instance.save()
+
+
+def instance_arqs(context, instance):
+    """The ARQs of the instance's guest: those bound to the instance.
+
+    Every path that builds the guest for a flavor with a device profile
+    gets its accelerators here: hard reboot, power on, rescue, suspend and
+    resume, host reboot, the end of a resize and of its revert.
+
+    :returns: ARQ dicts, or [] for a flavor without a device profile.
+    """
+    if not _profile(instance.flavor):
+        return []
+    return nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+
+
+def add_profile_groups(context, request_spec, flavor):
+    """Ask the scheduler for the device profile of the move's flavor.
+
+    Called by the conductor's MigrationTask after it reset the request
+    spec's ``requested_resources`` to the ports' requests.
+    """
+    dp_name = _profile(flavor)
+    if not dp_name:
+        return
+    request_spec.requested_resources.extend(
+        request_groups.get_device_profile_request_groups(context, dp_name))
+
+
+def _bind_and_wait(virtapi, context, instance, bindings):
+    """Bind ``{arq_uuid: (rp_uuid, hostname)}`` and wait until Bound."""
+    nc_client.get_client(context).bind_arqs({
+        arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
+                   'instance_uuid': instance.uuid}
+        for arq_uuid, (rp_uuid, hostname) in bindings.items()})
+    nc_compute.get_bound_arqs(virtapi, context, instance, list(bindings))
+
+
+def _park(context, instance, arqs):
+    _store(instance, PARKED_PREFIX, [
+        '%s %s %s' % (arq['uuid'], arq['device_rp_uuid'], arq['hostname'])
+        for arq in arqs])
+    instance.save()
+    nc_client.get_client(context).unbind_arqs([arq['uuid'] for arq in arqs])
+    LOG.info('Parked accelerator requests %s of the source host',
+             ','.join(arq['uuid'] for arq in arqs), instance=instance)
+
+
+def _unpark(virtapi, context, instance):
+    parked = _parked(instance)
+    if parked:
+        _bind_and_wait(virtapi, context, instance,
+                       {u: (rp, host) for u, rp, host in parked})
+        LOG.info('Bound the parked accelerator requests %s again',
+                 ','.join(u for u, _rp, _host in parked), instance=instance)
+    _store(instance, PARKED_PREFIX, [])
+    instance.save()
+
+
+def _bind_new(virtapi, context, instance, dp_name, request_spec, migration,
+              created):
+    cyclient = nc_client.get_client(context)
+    arqs = cyclient.create_arqs(dp_name)
+    created.extend(arq.get('uuid') for arq in arqs)
+    mapping = request_spec.get_request_group_mapping()
+    _bind_and_wait(virtapi, context, instance, {
+        arq['uuid']: (cyclient.get_arq_device_rp_uuid(arq, mapping, None),
+                      migration.dest_node)
+        for arq in arqs})
+
+
+def swap_to_destination(virtapi, context, instance, flavor, request_spec,
+                        migration, power_off, power_on):
+    """Give the server the new flavor's ARQs on the destination.
+
+    Runs on the source in ``resize_instance``, before the disks move.
+
+    :param power_off: callable that stops the guest.
+    :param power_on: callable taking ``accel_info`` that starts it again.
+    :raises: InstanceFaultRollback once the source's state is restored: the
+        resize fails and the server runs on the source as before.
+    """
+    _retire(context, instance, [])
+    dp_name = _profile(flavor)
+    if not dp_name and not _profile(instance.flavor):
+        return
+    source_arqs = nc_client.get_client(context).get_arqs_for_instance(
+        instance.uuid)
+    was_running = instance.vm_state == vm_states.ACTIVE
+    created = []
+    try:
+        if source_arqs:
+            # Unbound devices may go to another server at once: the guest
+            # must have let go of them first.
+            power_off()
+            _park(context, instance, source_arqs)
+        if dp_name:
+            _bind_new(virtapi, context, instance, dp_name, request_spec,
+                      migration, created)
+    except Exception as e:
+        reason = nc_compute.build_fault_message(e)
+        LOG.error('Getting the accelerators of the destination %(host)s '
+                  'failed; restoring the source: %(err)s',
+                  {'host': migration.dest_compute, 'err': reason},
+                  instance=instance)
+        _retire(context, instance, created)
+        _unpark(virtapi, context, instance)
+        if was_running:
+            power_on(instance_arqs(context, instance))
+        raise nova_exception.InstanceFaultRollback(
+            inner_exception=exception.AcceleratorRequestBindingFailed(
+                arqs=[], msg=reason))
+    LOG.info('Accelerator requests %s are bound on %s for the move',
+             ','.join(created), migration.dest_compute, instance=instance)
+
+
+def confirm(context, instance):
+    """The move is confirmed (or ended on the destination): the parked
+    ARQs go. Never raises: those that cannot be deleted are retired.
+    """
+    parked = [u for u, _rp, _host in _parked(instance)]
+    _store(instance, PARKED_PREFIX, [])
+    _retire(context, instance, parked)
+
+
+def revert_at_destination(context, instance):
+    """The move is reverted: the destination's ARQs go, so that the parked
+    ones can be bound again on the source.
+
+    :raises: CyborgError if they could not be deleted.
+    """
+    if not (_parked(instance) or _profile(instance.flavor)):
+        return
+    nc_client.get_client(context).delete_arqs_for_instance(instance.uuid)
+    LOG.info('Deleted the accelerator requests of the destination',
+             instance=instance)
+
+
+def rebind_at_source(virtapi, context, instance):
+    """Bind the parked ARQs again before the source guest is rebuilt.
+
+    :raises: the binding failure; the revert fails with it.
+    """
+    _unpark(virtapi, context, instance)
