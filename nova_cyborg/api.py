@@ -14,12 +14,19 @@ says why and what to do instead.
 
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
+from nova_cyborg import move
 from nova_cyborg import request_groups
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
 #: Decorated ``nova.compute.api.API`` methods this integration supports.
 SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
+
+#: Actions that would lose accelerators attached with addAccelerator:
+#: only the flavor's device profile follows a server that is rebuilt,
+#: moved or offloaded. (Evacuation is allowed: the host is gone, and the
+#: server gets its flavor's accelerators on the new host.)
+_NOT_WITH_ATTACHED = frozenset(['rebuild', 'resize', 'shelve'])
 
 _REFUSALS = {
     'live_migrate': _(
@@ -36,7 +43,13 @@ def check_operation(operation, instance):
     :param operation: the name of the ``nova.compute.api.API`` method.
     :raises: OperationRefused (HTTP 400) with the reason.
     """
-    if not instance.flavor.extra_specs.get(DP_EXTRA_SPEC):
+    attached = move.entries(instance, move.ATTACHED_PREFIX)
+    if attached and operation in _NOT_WITH_ATTACHED:
+        raise exception.OperationRefused(reason=_(
+            'The %s action would drop the accelerators attached to the '
+            'server with addAccelerator: detach them first '
+            '(removeAccelerator).') % operation)
+    if not (attached or instance.flavor.extra_specs.get(DP_EXTRA_SPEC)):
         return
     if operation in SUPPORTED:
         return

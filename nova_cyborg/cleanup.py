@@ -1,4 +1,10 @@
-"""Release the accelerators of servers deleted while their host was down.
+"""Release the accelerators of deleted servers.
+
+``delete_arqs_if_needed`` replaces Nova's own (delete, local delete, build
+failures): it knows the accelerators attached with addAccelerator and the
+ARQs a resize parked or retired.
+
+Servers deleted while their host was down:
 
 When nova-compute is down, the API deletes a server locally and deletes
 its ARQs itself; if Cyborg could not be reached then, Nova only logs it and
@@ -13,20 +19,59 @@ from oslo_log import log as logging
 
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
+from nova_cyborg import move
 
 LOG = logging.getLogger(__name__)
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
 
+def has_accelerators(instance):
+    """True if the instance may have ARQs bound to it: its flavor names a
+    device profile, or accelerators were attached with addAccelerator."""
+    return bool(instance.flavor.extra_specs.get(DP_EXTRA_SPEC) or
+                move.attached_profiles(instance))
+
+
+def _unbound_arqs(instance):
+    """ARQs of the instance that carry no instance UUID in Cyborg: parked
+    during a resize, or retired after a failed deletion."""
+    return [entry.split(' ', 1)[0] for prefix in (move.PARKED_PREFIX,
+                                                  move.RETIRED_PREFIX)
+            for entry in move.entries(instance, prefix)]
+
+
 def _may_have_arqs(instance):
-    """False only if the instance's flavor is known to ask for none."""
+    """False only if the instance is known to have no ARQs."""
     try:
-        return bool(instance.flavor.extra_specs.get(DP_EXTRA_SPEC))
+        return has_accelerators(instance) or bool(_unbound_arqs(instance))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
         LOG.debug('Cannot read the flavor of deleted instance: %s; '
                   'asking Cyborg anyway', e, instance=instance)
         return True
+
+
+def delete_arqs_if_needed(context, instance, arq_uuids=None):
+    """Delete the instance's ARQs, and ``arq_uuids`` not bound to it yet.
+
+    Routed from ``nova.compute.utils.delete_arqs_if_needed`` (delete, local
+    delete, build failures, the conductor's cleanup). Unlike upstream it
+    also deletes the accelerators attached with addAccelerator and the ARQs
+    a resize parked or retired. Failures are logged, not raised, as
+    upstream.
+    """
+    cyclient = None
+    if has_accelerators(instance):
+        cyclient = nc_client.get_client(context)
+        try:
+            cyclient.delete_arqs_for_instance(instance.uuid)
+        except exception.CyborgError as e:
+            LOG.error('Failed to delete the accelerator requests of the '
+                      'instance: %s', e, instance=instance)
+    extra = list(arq_uuids or []) + _unbound_arqs(instance)
+    if extra:
+        cyclient = cyclient or nc_client.get_client(context)
+        cyclient.delete_arqs_by_uuid(extra)
 
 
 def delete_arqs_of_deleted_instance(context, instance):
@@ -37,7 +82,13 @@ def delete_arqs_of_deleted_instance(context, instance):
     if not _may_have_arqs(instance):
         return
     try:
-        nc_client.get_client(context).delete_arqs_for_instance(instance.uuid)
+        cyclient = nc_client.get_client(context)
+        cyclient.delete_arqs_for_instance(instance.uuid)
+        try:
+            unbound = _unbound_arqs(instance)
+        except Exception:  # noqa: B902 (a deleted row may not load)
+            unbound = []
+        cyclient.delete_arqs_by_uuid(unbound)
     except exception.CyborgError as e:
         LOG.error('Failed to delete the accelerator requests of deleted '
                   'instance %s: %s', instance.uuid, e, instance=instance)

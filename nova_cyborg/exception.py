@@ -72,3 +72,9 @@ class OperationRefused(nova_exception.ForbiddenWithAccelerators):
     """
 
     msg_fmt = _("%(reason)s")
+
+
+class AcceleratorAttachFailed(nova_exception.NovaException):
+    """Attaching or detaching accelerators failed; nothing was changed."""
+
+    msg_fmt = _("Attaching or detaching accelerators failed: %(reason)s")

@@ -41,6 +41,8 @@ DP_EXTRA_SPEC = 'accel:device_profile'
 #: System metadata: ``<prefix><n>`` holds the n-th entry of a list.
 PARKED_PREFIX = 'nova_cyborg_parked_arq_'
 RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
+#: "<arq uuid> <device profile>" of the ARQs that nova_cyborg.attach added.
+ATTACHED_PREFIX = 'nova_cyborg_attached_arq_'
 
 
 def _profile(flavor):
@@ -90,6 +92,13 @@ def _retire(context, instance, arq_uuids):
     instance.save()
 
 
+def attached_profiles(instance):
+    """The device profiles attached with addAccelerator (nova_cyborg.attach).
+    """
+    return sorted({entry.split(' ', 1)[1]
+                   for entry in _entries(instance, ATTACHED_PREFIX)})
+
+
 def instance_arqs(context, instance):
     """The ARQs of the instance's guest: those bound to the instance.
 
@@ -97,9 +106,11 @@ def instance_arqs(context, instance):
     gets its accelerators here: hard reboot, power on, rescue, suspend and
     resume, host reboot, the end of a resize and of its revert.
 
-    :returns: ARQ dicts, or [] for a flavor without a device profile.
+    :returns: ARQ dicts, or [] for a flavor without a device profile and
+        no accelerator attached.
     """
-    if not _profile(instance.flavor):
+    if not (_profile(instance.flavor) or
+            _entries(instance, ATTACHED_PREFIX)):
         return []
     return nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
 
@@ -232,3 +243,12 @@ def rebind_at_source(virtapi, context, instance):
     :raises: the binding failure; the revert fails with it.
     """
     _unpark(virtapi, context, instance)
+
+
+# Shared with nova_cyborg.attach, which binds ARQs next to parked ones too.
+entries = _entries
+store = _store
+park = _park
+unpark = _unpark
+bind_and_wait = _bind_and_wait
+retire = _retire

@@ -41,6 +41,14 @@ def _validate(accel_info, instance=None):
         raise
 
 
+def validated(accel_info):
+    """The AcceleratorRequests of ``accel_info``, strictly validated.
+
+    :raises: InvalidAttachHandle
+    """
+    return _validate(accel_info)
+
+
 def accel_info_for(context, instance):
     """The instance's ARQs, for the paths that rebuild its guest unasked.
 

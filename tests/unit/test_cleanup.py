@@ -13,7 +13,8 @@ from nova_cyborg import exception
 
 def _instance(extra_specs):
     flavor = objects.Flavor(extra_specs=extra_specs)
-    return objects.Instance(uuid=uuids.inst, flavor=flavor)
+    return objects.Instance(uuid=uuids.inst, flavor=flavor,
+                            system_metadata={})
 
 
 @mock.patch('nova_cyborg.client.get_client')

@@ -40,14 +40,20 @@ SERIES = [
     '0006-api-allow-accelerator-operations.patch',
     '0007-migrate-task-profile-groups.patch',
     '0008-manage-heal-accelerator-allocations.patch',
+    '0009-api-accelerator-actions.patch',
+    '0010-policies-accelerator-actions.patch',
+    '0011-compute-utils-delete-all-arqs.patch',
 ]
 TOUCHED = [
     'nova/accelerator/cyborg.py',
+    'nova/api/openstack/compute/routes.py',
     'nova/cmd/manage.py',
     'nova/compute/api.py',
     'nova/compute/manager.py',
+    'nova/compute/utils.py',
     'nova/conductor/manager.py',
     'nova/conductor/tasks/migrate.py',
+    'nova/policies/__init__.py',
     'nova/scheduler/manager.py',
     'nova/virt/libvirt/driver.py',
 ]
@@ -72,6 +78,19 @@ ROUTING = {
         'nc_move.revert_at_destination(context, instance)',
         'nc_move.rebind_at_source(self.virtapi, context, instance)',
         'return nc_move.instance_arqs(context, instance)',
+        'nc_attach.add(self, context, instance, device_profile)',
+        'nc_attach.remove(self, context, instance, device_profile)',
+    ],
+    'nova/api/openstack/compute/routes.py': [
+        'from nova_cyborg import attach_api as nc_attach_api',
+        'nc_attach_api.AcceleratorActionsController,',
+    ],
+    'nova/policies/__init__.py': [
+        'from nova_cyborg import policies as nc_policies',
+        'nc_policies.list_rules()',
+    ],
+    'nova/compute/utils.py': [
+        'nc_cleanup.delete_arqs_if_needed(context, instance, arq_uuids)',
     ],
     'nova/compute/api.py': [
         'nc_api.check_operation(func.__name__, instance)',
@@ -172,14 +191,14 @@ class TestApplyRevert(NovaCopyTestCase):
         pycache = os.path.join(self.target, 'nova', 'compute', '__pycache__')
         os.makedirs(pycache)
         stale = os.path.join(pycache, 'manager.cpython-311.pyc')
-        other = os.path.join(pycache, 'utils.cpython-311.pyc')
+        other = os.path.join(pycache, 'rpcapi.cpython-311.pyc')
         for path in (stale, other):
             open(path, 'wb').close()
 
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 8 patch(es), 8 file(s)', out)
+        self.assertIn('Applied 11 patch(es), 11 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -246,7 +265,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 8 patch(es), 8 file(s)', out)
+        self.assertIn('Reverted 11 patch(es), 11 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')

@@ -1,0 +1,211 @@
+"""Compute side of attaching and detaching accelerators to a server.
+
+Runs in nova-compute for the ``addAccelerator`` and ``removeAccelerator``
+server actions (see :mod:`nova_cyborg.attach_api`), under the instance's
+lock.
+
+Attach: the device profile's groups are allocated in Placement inside the
+compute node's tree and added to the server's allocation; the ARQs are
+created, bound to the allocated providers on this host and awaited; a
+running guest gets the PCI devices hot-plugged through libvirt, a stopped
+one gets them when it starts (its domain is rebuilt with all its ARQs).
+
+Cyborg 17 binds no ARQ to a server that already has ARQs. A stopped
+server's ARQs are therefore parked (unbound, kept) and bound again
+together with the new ones; a running server that already has
+accelerators is refused (stop it first), as unbinding devices a guest
+uses would let Cyborg hand them to someone else.
+
+Any failure puts everything back: new ARQs deleted, parked ones bound
+again, the allocation as before; the instance action's event says why.
+
+What was attached is kept in the instance's system metadata: the ARQs
+(``nova_cyborg_attached_arq_<n>`` = "<uuid> <profile>") and the allocation
+added (``nova_cyborg_attached_alloc_<n>`` = "<profile> <rp> <rc> <n>"), so
+that detach removes exactly that.
+"""
+
+from nova.compute import vm_states
+from nova import objects
+from oslo_log import log as logging
+
+from nova_cyborg import allocations
+from nova_cyborg import client as nc_client
+from nova_cyborg import exception
+from nova_cyborg.i18n import _
+from nova_cyborg import move
+from nova_cyborg.objects import accelerator_request as arq_obj
+from nova_cyborg import request_groups
+from nova_cyborg.virt import libvirt as nc_libvirt
+
+LOG = logging.getLogger(__name__)
+
+ATTACHED_PREFIX = move.ATTACHED_PREFIX
+ALLOC_PREFIX = 'nova_cyborg_attached_alloc_'
+
+
+def attached(instance):
+    """[(arq_uuid, device profile)] of the accelerators attached."""
+    return [tuple(entry.split(' ', 1))
+            for entry in move.entries(instance, ATTACHED_PREFIX)]
+
+
+def _added_allocations(instance, profile):
+    added = {}
+    for entry in move.entries(instance, ALLOC_PREFIX):
+        name, rp, rc, amount = entry.split(' ')
+        if name == profile:
+            added.setdefault(rp, {'resources': {}})['resources'][rc] = int(
+                amount)
+    return added
+
+
+def _remember(instance, profile, arq_uuids, added):
+    move.store(instance, ATTACHED_PREFIX,
+               move.entries(instance, ATTACHED_PREFIX) +
+               ['%s %s' % (arq_uuid, profile) for arq_uuid in arq_uuids])
+    move.store(instance, ALLOC_PREFIX,
+               move.entries(instance, ALLOC_PREFIX) +
+               ['%s %s %s %d' % (profile, rp, rc, amount)
+                for rp, alloc in sorted(added.items())
+                for rc, amount in sorted(alloc['resources'].items())])
+
+
+def _forget(instance, profile):
+    move.store(instance, ATTACHED_PREFIX,
+               [e for e in move.entries(instance, ATTACHED_PREFIX)
+                if e.split(' ', 1)[1] != profile])
+    move.store(instance, ALLOC_PREFIX,
+               [e for e in move.entries(instance, ALLOC_PREFIX)
+                if e.split(' ', 1)[0] != profile])
+
+
+def _guest(manager, instance):
+    return manager.driver._host.get_guest(instance)
+
+
+def _bind(manager, context, instance, cyclient, dp_name, mapping, existing,
+          created):
+    arqs = cyclient.create_arqs(dp_name)
+    created.extend(arq.get('uuid') for arq in arqs)
+    _remember(instance, dp_name, created, {})
+    instance.save()
+    bindings = {
+        arq['uuid']: (cyclient.get_arq_device_rp_uuid(arq, mapping, None),
+                      instance.node)
+        for arq in arqs}
+    if existing:
+        move.park(context, instance, existing)
+        bindings.update({arq_uuid: (rp, host) for arq_uuid, rp, host in
+                         (tuple(e.split(' ', 2)) for e in
+                          move.entries(instance, move.PARKED_PREFIX))})
+    move.bind_and_wait(manager.virtapi, context, instance, bindings)
+    move.store(instance, move.PARKED_PREFIX, [])
+    instance.save()
+    return [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
+            if arq.get('uuid') in created]
+
+
+def _restore(manager, context, instance, cyclient, dp_name, added, created):
+    """Undo a failed attach: what was created goes, parked ARQs come back."""
+    move.retire(context, instance, created)
+    parked = [tuple(e.split(' ', 2))
+              for e in move.entries(instance, move.PARKED_PREFIX)]
+    if parked:
+        bound = {arq.get('uuid') for arq in
+                 cyclient.get_arqs_for_instance(instance.uuid)}
+        move.bind_and_wait(manager.virtapi, context, instance, {
+            arq_uuid: (rp, host) for arq_uuid, rp, host in parked
+            if arq_uuid not in bound})
+        move.store(instance, move.PARKED_PREFIX, [])
+    _forget(instance, dp_name)
+    instance.save()
+    allocations.remove(manager.reportclient, context, instance, added)
+
+
+def add(manager, context, instance, dp_name):
+    """Attach the accelerators of device profile ``dp_name``.
+
+    :param manager: the ComputeManager (its virtapi, driver, reportclient).
+    :raises: AcceleratorAttachFailed once everything is put back.
+    """
+    if dp_name in move.attached_profiles(instance):
+        raise exception.AcceleratorAttachFailed(reason=_(
+            'the accelerators of device profile %s are attached already')
+            % dp_name)
+    groups = request_groups.get_device_profile_request_groups(context,
+                                                              dp_name)
+    cyclient = nc_client.get_client(context)
+    running = instance.vm_state == vm_states.ACTIVE
+    existing = cyclient.get_arqs_for_instance(instance.uuid)
+    if existing and running:
+        raise exception.AcceleratorAttachFailed(reason=_(
+            'Cyborg binds no accelerator to a server that already has '
+            'some; stop the server first'))
+    node = objects.ComputeNode.get_by_host_and_nodename(
+        context, instance.host, instance.node)
+    added, mapping = allocations.add(manager.reportclient, context,
+                                     instance, groups, node.uuid)
+    created = []
+    try:
+        arqs = _bind(manager, context, instance, cyclient, dp_name, mapping,
+                     existing, created)
+        _remember(instance, dp_name, [], added)
+        instance.save()
+        if running:
+            _refuse_mdevs(arqs)
+            nc_libvirt.attach_pci_hostdevs(_guest(manager, instance), arqs)
+    except Exception as e:
+        reason = _reason(e)
+        LOG.error('Attaching the accelerators of device profile %(dp)s '
+                  'failed; putting everything back: %(err)s',
+                  {'dp': dp_name, 'err': reason}, instance=instance)
+        _restore(manager, context, instance, cyclient, dp_name, added,
+                 created)
+        raise exception.AcceleratorAttachFailed(reason=reason)
+    LOG.info('Attached accelerators %s of device profile %s',
+             ','.join(created), dp_name, instance=instance)
+
+
+def remove(manager, context, instance, dp_name):
+    """Detach the accelerators attached for device profile ``dp_name``.
+
+    :raises: AcceleratorAttachFailed if none is attached, or if the guest
+        did not let go of a device (then nothing else changed).
+    """
+    mine = [arq_uuid for arq_uuid, profile in attached(instance)
+            if profile == dp_name]
+    if not mine:
+        raise exception.AcceleratorAttachFailed(reason=_(
+            'no accelerator of device profile %s is attached') % dp_name)
+    cyclient = nc_client.get_client(context)
+    arqs = [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
+            if arq.get('uuid') in mine]
+    if instance.vm_state == vm_states.ACTIVE and arqs:
+        nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs)
+    added = _added_allocations(instance, dp_name)
+    _forget(instance, dp_name)
+    move.retire(context, instance, mine)
+    try:
+        allocations.remove(manager.reportclient, context, instance, added)
+    except exception.AcceleratorAttachFailed as e:
+        # Nothing uses these resources any more; heal_allocations --force
+        # rebuilds the allocation from the flavor and the Bound ARQs.
+        LOG.error('Could not take %(added)s out of the allocation: %(err)s',
+                  {'added': added, 'err': e}, instance=instance)
+    LOG.info('Detached accelerators %s of device profile %s',
+             ','.join(mine), dp_name, instance=instance)
+
+
+def _refuse_mdevs(arqs):
+    for arq in nc_libvirt.validated(arqs):
+        if arq.attach_type != arq_obj.ATTACH_TYPE_PCI:
+            raise exception.AcceleratorAttachFailed(reason=_(
+                'a %s accelerator cannot be plugged into a running server; '
+                'stop the server first') % arq.attach_type)
+
+
+def _reason(exc):
+    if hasattr(exc, 'format_message'):
+        return exc.format_message()
+    return str(exc) or type(exc).__name__

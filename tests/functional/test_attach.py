@@ -1,0 +1,194 @@
+"""The addAccelerator and removeAccelerator server actions.
+
+A running server without accelerators gets a device hot-plugged (and
+unplugged) through libvirt; a stopped server, with or without the
+flavor's accelerators, gets it when it starts. After each action, what a
+user or operator checks: the instance action's event, the ARQs in Cyborg
+(state, host, provider), the ``<hostdev>`` lines of the domain, and the
+server's Placement allocation. Failures leave everything as it was.
+"""
+
+# Nova picks its threading mode when the base is imported: first.
+from tests.functional import base  # noqa: I100
+
+import fixtures  # noqa: E402
+from nova.tests.functional.api import client  # noqa: E402
+
+from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg import exception as nc_exception  # noqa: E402
+
+PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+
+
+class AttachTest(base.AcceleratorTestBase):
+
+    NUM_VFS = 3
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1')
+        self.dp, self.accel_flavor = self.create_profile_flavor(PROFILE)
+        self.plain = self._create_flavor(name='plain')
+
+    # Helpers
+
+    def act(self, server, action, dp):
+        self.api.post_server_action(server['id'],
+                                    {action: {'device_profile': dp}})
+
+    def refused(self, server, action, dp, status):
+        ex = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            server['id'], {action: {'device_profile': dp}})
+        self.assertEqual(status, ex.response.status_code)
+        return str(ex)
+
+    def event(self, server, action, result):
+        method = {'addAccelerator': 'compute_add_accelerator',
+                  'removeAccelerator': 'compute_remove_accelerator'}[action]
+        return self._wait_for_instance_action_event(server, action, method,
+                                                    result)
+
+    def device_usage(self):
+        return sum(self._get_provider_usages(rp).get('FPGA', 0)
+                   for rp in self.device_rp_uuids('compute1').values())
+
+    def assert_plain(self, server, usage=0):
+        """No accelerator for the server: ARQs, domain, allocation; the
+        host's devices used by ``usage`` others."""
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
+        self.assertEqual([], self.hostdev_bdfs(server))
+        self.assertEqual({}, self._device_allocations(server['id']))
+        self.assertEqual(usage, self.device_usage())
+
+    # Attach and detach
+
+    def test_hot_plug_and_unplug(self):
+        server = self.boot(self.plain)
+        self.act(server, 'addAccelerator', self.dp)
+        self.event(server, 'addAccelerator', 'Success')
+        arqs = self.assert_accelerated(server, 1)
+        self.assertEqual('ACTIVE', self.api.get_server(server['id'])['status'])
+        # The domain keeps it through a hard reboot.
+        self._reboot_server(server, hard=True)
+        self.assertEqual([self.arq_bdf(arqs[0])], self.hostdev_bdfs(server))
+
+        self.act(server, 'removeAccelerator', self.dp)
+        self.event(server, 'removeAccelerator', 'Success')
+        self.assert_plain(server)
+        self.assertEqual('ACTIVE', self.api.get_server(server['id'])['status'])
+
+    def test_cold_plug_next_to_the_flavor_accelerators(self):
+        server = self.boot(self.accel_flavor)
+        flavor_arq = self.assert_accelerated(server, 1)[0]
+        self._stop_server(server)
+        self.cyborg.create_device_profile('extra', PROFILE)
+        self.act(server, 'addAccelerator', 'extra')
+        self.event(server, 'addAccelerator', 'Success')
+        self._start_server(server)
+        arqs = self.assert_accelerated(server, 2)
+        self.assertIn(flavor_arq['uuid'], [a['uuid'] for a in arqs])
+
+        self._stop_server(server)
+        self.act(server, 'removeAccelerator', 'extra')
+        self.event(server, 'removeAccelerator', 'Success')
+        self._start_server(server)
+        arqs = self.assert_accelerated(server, 1)
+        self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])
+
+    def test_deleting_the_server_frees_what_was_attached(self):
+        server = self.boot(self.plain)
+        self.act(server, 'addAccelerator', self.dp)
+        self.event(server, 'addAccelerator', 'Success')
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
+        self.assertEqual(0, self.device_usage())
+
+    # Refusals, answered at once
+
+    def test_running_server_with_accelerators_is_refused(self):
+        server = self.boot(self.accel_flavor)
+        msg = self.refused(server, 'addAccelerator', self.dp, 409)
+        self.assertIn('stop the server first', msg)
+        self.assert_accelerated(server, 1)
+
+    def test_unknown_profile_is_refused(self):
+        server = self.boot(self.plain)
+        msg = self.refused(server, 'addAccelerator', 'no-such-dp', 400)
+        self.assertIn('no-such-dp', msg)
+        self.assert_plain(server)
+
+    def test_malformed_body_is_refused(self):
+        server = self.boot(self.plain)
+        for body in ({'addAccelerator': {}},
+                     {'addAccelerator': {'device_profile': '<x/>'}},
+                     {'addAccelerator': {'device_profile': self.dp,
+                                         'extra': 1}}):
+            ex = self.assertRaises(
+                client.OpenStackApiException, self.api.post_server_action,
+                server['id'], body)
+            self.assertEqual(400, ex.response.status_code)
+        self.assert_plain(server)
+
+    def test_detaching_what_is_not_attached_is_refused(self):
+        server = self.boot(self.accel_flavor)
+        msg = self.refused(server, 'removeAccelerator', self.dp, 409)
+        self.assertIn('No accelerator of device profile', msg)
+        self.assert_accelerated(server, 1)
+
+    def test_actions_that_would_drop_an_attached_accelerator(self):
+        server = self.boot(self.plain)
+        self.act(server, 'addAccelerator', self.dp)
+        self.event(server, 'addAccelerator', 'Success')
+        for action in ({'resize': {'flavorRef': self.accel_flavor}},
+                       {'shelve': {}}):
+            ex = self.assertRaises(
+                client.OpenStackApiException, self.api.post_server_action,
+                server['id'], action)
+            self.assertEqual(400, ex.response.status_code)
+            self.assertIn('removeAccelerator', str(ex))
+        self.assert_accelerated(server, 1)
+
+    # Failures in nova-compute leave everything as it was
+
+    def test_bind_failure_puts_everything_back(self):
+        server = self.boot(self.plain)
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs',
+            side_effect=nc_exception.CyborgError(
+                op='bind', msg='injected: HTTP 503', status=503)))
+        self.act(server, 'addAccelerator', self.dp)
+        event = self.event(server, 'addAccelerator', 'Error')
+        self.assertIn('injected: HTTP 503', str(event.get('details')))
+        self.assertEqual('ACTIVE', self.api.get_server(server['id'])['status'])
+        self.assert_plain(server)
+
+    def test_no_free_device_puts_everything_back(self):
+        servers = [self.boot(self.accel_flavor)
+                   for _i in range(self.NUM_VFS)]
+        server = self.boot(self.plain)
+        self.act(server, 'addAccelerator', self.dp)
+        event = self.event(server, 'addAccelerator', 'Error')
+        self.assertIn('no free device', str(event.get('details')))
+        self.assert_plain(server, usage=self.NUM_VFS)
+        for other in servers:
+            self.assert_accelerated(other, 1)
+
+    def test_cold_plug_failure_rebinds_the_flavor_accelerators(self):
+        server = self.boot(self.accel_flavor)
+        flavor_arq = self.assert_accelerated(server, 1)[0]
+        self._stop_server(server)
+        real = nc_client.CyborgClient.bind_arqs
+
+        def bind_arqs(cyclient, bindings):
+            if len(bindings) > 1:   # the new ARQ with the parked one
+                raise nc_exception.CyborgError(
+                    op='bind', msg='injected', status=503)
+            return real(cyclient, bindings)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+        self.act(server, 'addAccelerator', self.dp)
+        self.event(server, 'addAccelerator', 'Error')
+        self._start_server(server)
+        arqs = self.assert_accelerated(server, 1)
+        self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])
