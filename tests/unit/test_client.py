@@ -289,3 +289,119 @@ class ContextWithoutTokenTest(ClientTestBase):
         headers = self.requests.last_request.headers
         self.assertEqual('user-token', headers['X-Auth-Token'])
         self.assertEqual('service-token', headers['X-Service-Token'])
+
+
+class UnbindAndDeleteStrictlyTest(ClientTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+
+    def history(self):
+        return [(r.method, r.qs.get('arqs')) for r in
+                self.requests.request_history]
+
+    def test_unbind_sends_service_token_and_patch(self):
+        self.requests.patch(ARQS, status_code=202)
+        self.client.unbind_arqs([uuids.a0, uuids.a1])
+        request = self.requests.last_request
+        self.assertEqual('service-token', request.headers['X-Service-Token'])
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        remove = [{'path': '/device_rp_uuid', 'op': 'remove'},
+                  {'path': '/hostname', 'op': 'remove'},
+                  {'path': '/instance_uuid', 'op': 'remove'}]
+        self.assertEqual({uuids.a0: remove, uuids.a1: remove},
+                         request.json())
+        self.assertEqual(1, self.requests.call_count)
+
+    def test_unbind_nothing(self):
+        self.flags(send_service_user_token=False, group='service_user')
+        self.client.unbind_arqs([])
+        self.assertFalse(self.requests.called)
+
+    def test_unbind_without_service_token_config(self):
+        self.flags(send_service_user_token=False, group='service_user')
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.unbind_arqs, [uuids.a0])
+        self.assertIn('requires a service token to unbind',
+                      exc.format_message())
+        self.assertFalse(self.requests.called)
+
+    def test_unbind_failure_raises(self):
+        self.requests.patch(ARQS, status_code=409,
+                            json={'error_message': 'ARQ is in use'})
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.unbind_arqs, [uuids.a0])
+        self.assertEqual(409, exc.status)
+        self.assertIn('HTTP 409', exc.format_message())
+        self.assertIn('ARQ is in use', exc.format_message())
+
+    def test_delete_strictly(self):
+        self.requests.delete(ARQS, status_code=204)
+        self.client.delete_arqs_strictly([uuids.a0, uuids.a1])
+        self.assertEqual([('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])],
+                         self.history())
+        self.assertEqual('service-token',
+                         self.requests.last_request.headers['X-Service-Token'])
+
+    def test_delete_strictly_nothing(self):
+        self.flags(send_service_user_token=False, group='service_user')
+        for nothing in ([], None, [None, '']):
+            self.client.delete_arqs_strictly(nothing)
+        self.assertFalse(self.requests.called)
+
+    def test_delete_strictly_without_service_token_config(self):
+        self.flags(send_service_user_token=False, group='service_user')
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.delete_arqs_strictly, [uuids.a0])
+        self.assertIn('requires a service token to delete',
+                      exc.format_message())
+        self.assertFalse(self.requests.called)
+
+    def test_delete_strictly_404_one_by_one(self):
+        def answer(request, context):
+            arqs = request.qs['arqs'][0]
+            context.status_code = 404 if ',' in arqs or arqs == uuids.a1 \
+                else 204
+            return ''
+        self.requests.delete(ARQS, text=answer)
+        self.client.delete_arqs_strictly([uuids.a0, uuids.a1, uuids.a2])
+        self.assertEqual(
+            [('DELETE', [','.join([uuids.a0, uuids.a1, uuids.a2])]),
+             ('DELETE', [uuids.a0]), ('DELETE', [uuids.a1]),
+             ('DELETE', [uuids.a2])], self.history())
+
+    def test_delete_strictly_one_by_one_failure_raises(self):
+        def answer(request, context):
+            arqs = request.qs['arqs'][0]
+            context.status_code = (404 if ',' in arqs else
+                                   500 if arqs == uuids.a0 else 204)
+            return ''
+        self.requests.delete(ARQS, text=answer)
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.delete_arqs_strictly,
+                                [uuids.a0, uuids.a1])
+        self.assertEqual(500, exc.status)
+        self.assertEqual(
+            [('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)]),
+             ('DELETE', [uuids.a0])], self.history())
+
+    def test_delete_strictly_other_error_raises(self):
+        self.requests.delete(ARQS, status_code=500,
+                             json={'error_message': 'database is down'})
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.delete_arqs_strictly,
+                                [uuids.a0, uuids.a1])
+        self.assertEqual(500, exc.status)
+        self.assertIn('database is down', exc.format_message())
+        # Not retried one by one.
+        self.assertEqual(1, self.requests.call_count)
+
+    def test_delete_strictly_unreachable_raises(self):
+        import requests
+        self.requests.delete(ARQS, exc=requests.exceptions.ConnectionError)
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.delete_arqs_strictly, [uuids.a0])
+        self.assertIsNone(exc.status)
+        self.assertIn('could not reach Cyborg', exc.format_message())

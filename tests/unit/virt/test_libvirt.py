@@ -3,8 +3,10 @@
 from unittest import mock
 
 from lxml import etree
+from nova import exception as nova_exception
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import guest as libvirt_guest
 from oslo_config import fixture as config_fixture
 import testtools
 
@@ -237,7 +239,8 @@ class AccelInfoForTestCase(testtools.TestCase):
 
     def _instance(self, extra_specs):
         return mock.Mock(uuid='1f1c2a9e-5b7d-4c10-8a2b-3c4d5e6f7a8b',
-                         flavor=mock.Mock(extra_specs=extra_specs))
+                         flavor=mock.Mock(extra_specs=extra_specs),
+                         system_metadata={})
 
     @mock.patch('nova_cyborg.client.get_client')
     def test_arqs_of_an_accelerated_instance(self, get_client):
@@ -254,3 +257,168 @@ class AccelInfoForTestCase(testtools.TestCase):
         self.assertEqual([], nc_libvirt.accel_info_for(
             'ctx', self._instance({'hw:cpu_policy': 'dedicated'})))
         get_client.assert_not_called()
+
+
+class FakeDomain(object):
+    """A running domain's live XML, with its PCI hostdevs.
+
+    ``hostdevs`` holds (domain, bus, slot, function) attribute strings as
+    libvirt reports them; ``stuck`` ones stay after a detach, as when the
+    guest does not let go of the device.
+    """
+
+    def __init__(self, hostdevs=(), stuck=()):
+        self.hostdevs = list(hostdevs)
+        self.stuck = set(stuck)
+        self.xml_reads = 0
+        self.detached = []
+        self.attached = []
+
+    def XMLDesc(self, flags):
+        self.xml_reads += 1
+        devices = ''.join(
+            '<hostdev mode="subsystem" type="pci" managed="yes"><source>'
+            '<address domain="%s" bus="%s" slot="%s" function="%s"/>'
+            '</source></hostdev>' % address for address in self.hostdevs)
+        # An mdev is a hostdev too, but not a PCI one.
+        devices += (
+            '<hostdev mode="subsystem" type="mdev" model="vfio-pci">'
+            '<source><address uuid="%s"/></source></hostdev>' %
+            fakes.MDEV_UUID)
+        return ('<domain type="kvm"><name>instance-00000001</name>'
+                '<uuid>%s</uuid><memory>1048576</memory><vcpu>1</vcpu>'
+                '<devices>%s</devices></domain>' %
+                (fakes.INSTANCE_UUID, devices))
+
+    @staticmethod
+    def _key(xml):
+        address = etree.XML(xml).find('source/address')
+        return tuple(int(address.get(k), 16)
+                     for k in ('domain', 'bus', 'slot', 'function'))
+
+    def detachDeviceFlags(self, xml, flags):
+        self.detached.append((compact(xml), flags))
+        key = self._key(xml)
+        if key not in self.stuck:
+            self.hostdevs = [a for a in self.hostdevs
+                             if tuple(int(p, 16) for p in a) != key]
+
+    def attachDeviceFlags(self, xml, flags):
+        self.attached.append((compact(xml), flags))
+
+
+class PciHotplugTestCase(_Base):
+
+    ACCEL = ('0x0000', '0x0c', '0x00', '0x2')
+    #: A device that Nova passed through itself (a PCI alias).
+    NOVA_PCI = ('0x0000', '0x81', '0x00', '0x1')
+    SECOND_XML = HOSTDEV_XML.replace('bus="0x0c"', 'bus="0x0d"')
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fakelibvirt.LibvirtFixture())
+        self.second = arq_with(fakes.pci_arq(bus='0d'), uuid=OTHER_UUID)
+        self.mdev = arq_with(fakes.mdev_arq(),
+                             uuid='33333333-4444-4555-8666-777777777777')
+
+    def guest(self, *args, **kwargs):
+        self.domain = FakeDomain(*args, **kwargs)
+        return libvirt_guest.Guest(self.domain)
+
+    def test_fake_domain_is_parsed(self):
+        # Guest.get_all_devices() answers [] for XML it cannot parse, which
+        # would make every test below meaningless.
+        guest = self.guest([self.ACCEL, self.NOVA_PCI])
+        self.assertEqual(2, len(guest.get_all_devices(
+            devtype=vconfig.LibvirtConfigGuestHostdevPCI)))
+
+    def test_detach_only_pci_arqs_live(self):
+        guest = self.guest([self.ACCEL, self.NOVA_PCI])
+        nc_libvirt.detach_pci_hostdevs(
+            guest, [self.mdev, fakes.pci_arq()])
+        self.assertEqual([(HOSTDEV_XML, fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)],
+                         self.domain.detached)
+        self.assertEqual([self.NOVA_PCI], self.domain.hostdevs)
+        self.assertEqual([], self.domain.attached)
+
+    def test_detach_several(self):
+        second = ('0x0000', '0x0d', '0x00', '0x2')
+        guest = self.guest([self.ACCEL, second])
+        nc_libvirt.detach_pci_hostdevs(guest,
+                                       [fakes.pci_arq(), self.second])
+        self.assertEqual([HOSTDEV_XML, self.SECOND_XML],
+                         [xml for xml, _flags in self.domain.detached])
+        self.assertEqual([], self.domain.hostdevs)
+
+    def test_detach_nothing(self):
+        guest = self.guest([self.NOVA_PCI])
+        nc_libvirt.detach_pci_hostdevs(guest, None)
+        nc_libvirt.detach_pci_hostdevs(guest, [self.mdev])
+        self.assertEqual([], self.domain.detached)
+
+    def test_detach_still_there_raises(self):
+        guest = self.guest([self.ACCEL, self.NOVA_PCI],
+                           stuck=[(0, 0x0c, 0, 2)])
+        exc = self.assertRaises(nova_exception.PciDeviceDetachFailed,
+                                nc_libvirt.detach_pci_hostdevs, guest,
+                                [fakes.pci_arq()])
+        # The device is named (0000:0c:00 then the function).
+        self.assertIn('0000:0c:00', exc.format_message())
+        self.assertIn('still in the domain after detach',
+                      exc.format_message())
+
+    def test_detach_still_there_written_otherwise_raises(self):
+        # libvirt may write the address without padding or prefix.
+        guest = self.guest([('0x0', '0xC', '0', '2')],
+                           stuck=[(0, 0x0c, 0, 2)])
+        self.assertRaises(nova_exception.PciDeviceDetachFailed,
+                          nc_libvirt.detach_pci_hostdevs, guest,
+                          [fakes.pci_arq()])
+
+    def test_detach_hostile_touches_nothing(self):
+        guest = self.guest([self.ACCEL])
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.detach_pci_hostdevs, guest,
+                          [fakes.pci_arq(), hostile_arq()])
+        self.assertEqual([], self.domain.detached)
+        self.assertEqual(0, self.domain.xml_reads)
+        self.assertEqual([self.ACCEL], self.domain.hostdevs)
+
+    def test_attach_the_missing_ones(self):
+        guest = self.guest([self.NOVA_PCI])
+        nc_libvirt.attach_pci_hostdevs(
+            guest, [fakes.pci_arq(), self.mdev, self.second])
+        self.assertEqual([(HOSTDEV_XML, 0), (self.SECOND_XML, 0)],
+                         self.domain.attached)
+        self.assertEqual([], self.domain.detached)
+
+    def test_attach_skips_present(self):
+        for written in (self.ACCEL, ('0x0', '0xc', '0x0', '0x2'),
+                        ('0000', '0C', '00', '2'),
+                        ('0x0000', '0x0C', '0', '2')):
+            guest = self.guest([written, self.NOVA_PCI])
+            nc_libvirt.attach_pci_hostdevs(
+                guest, [fakes.pci_arq(), self.second])
+            self.assertEqual([(self.SECOND_XML, 0)], self.domain.attached,
+                             written)
+
+    def test_attach_all_present(self):
+        guest = self.guest([self.ACCEL, ('0x0000', '0x0d', '0x00', '0x2')])
+        nc_libvirt.attach_pci_hostdevs(guest, [fakes.pci_arq(), self.second])
+        self.assertEqual([], self.domain.attached)
+
+    def test_attach_nothing(self):
+        guest = self.guest()
+        nc_libvirt.attach_pci_hostdevs(guest, None)
+        nc_libvirt.attach_pci_hostdevs(guest, [self.mdev])
+        self.assertEqual([], self.domain.attached)
+
+    def test_attach_hostile_touches_nothing(self):
+        guest = self.guest()
+        for bad in (hostile_arq(),
+                    arq_with(fakes.pci_arq(), attach_handle_type='TEST_PCI')):
+            self.assertRaises(exception.InvalidAttachHandle,
+                              nc_libvirt.attach_pci_hostdevs, guest,
+                              [self.second, bad])
+        self.assertEqual([], self.domain.attached)
+        self.assertEqual(0, self.domain.xml_reads)
