@@ -187,12 +187,13 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
         return
     source_arqs = nc_client.get_client(context).get_arqs_for_instance(
         instance.uuid)
-    was_running = instance.vm_state == vm_states.ACTIVE
+    stopped_here = False
     created = []
     try:
         if source_arqs:
             # Unbound devices may go to another server at once: the guest
             # must have let go of them first.
+            stopped_here = instance.vm_state == vm_states.ACTIVE
             power_off()
             _park(context, instance, source_arqs)
         if dp_name:
@@ -206,7 +207,7 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                   instance=instance)
         _retire(context, instance, created)
         _unpark(virtapi, context, instance)
-        if was_running:
+        if stopped_here:
             power_on(instance_arqs(context, instance))
         raise nova_exception.InstanceFaultRollback(
             inner_exception=exception.AcceleratorRequestBindingFailed(

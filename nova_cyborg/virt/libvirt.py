@@ -187,7 +187,8 @@ def detach_pci_hostdevs(guest, accel_info):
         parts = (dev.domain, dev.bus, dev.slot, dev.function)
         if _hex_key(parts) in present:
             raise nova_exception.PciDeviceDetachFailed(
-                reason='still in the domain after detach', dev=':'.join(parts))
+                reason='still in the domain after detach',
+                dev='%s:%s:%s.%s' % parts)
 
 
 def attach_pci_hostdevs(guest, accel_info):

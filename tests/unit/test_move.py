@@ -9,7 +9,6 @@ from nova import exception as nova_exception
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_cyborg import client
 from nova_cyborg import exception
@@ -376,12 +375,6 @@ class SwapToDestinationTest(MoveTestBase):
         self.assertEqual(SOURCE_PARKED, self.meta())
         self.calls.power_on.assert_not_called()
 
-    @testtools.skip(
-        'BUG: nova_cyborg/move.py swap_to_destination powers the guest on '
-        'after any failure if vm_state was ACTIVE, even when it never '
-        'powered it off (no ARQ on the source, e.g. a resize from a flavor '
-        'without a device profile): the libvirt power_on is a hard reboot '
-        'of the running guest.')
     def test_none_to_profile_failure_does_not_reboot_the_guest(self):
         self.instance.flavor = _flavor()
         self.cyclient.get_arqs_for_instance.return_value = []
