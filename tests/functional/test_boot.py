@@ -6,8 +6,11 @@ host's PCI inventory, each ARQ's state, host and provider against the
 Placement allocation, and that nothing is left behind.
 """
 
+import fixtures
 from nova.tests.functional.api import client as api_client
 
+from nova_cyborg import client as nc_client
+from nova_cyborg import exception as nc_exception
 from tests.functional import base
 
 
@@ -139,3 +142,41 @@ class MultiCreateTest(base.AcceleratorTestBase):
             self._delete_server(server)
             self.assertEqual([], self.cyborg.list_arqs(server['id']))
             self.assertEqual({}, self.allocations(server['id']))
+
+    def test_one_bind_failing_leaves_the_other_server_whole(self):
+        self.start_accel_compute('compute1', num_pfs=2, num_vfs=2)
+        _name, flavor = self.create_profile_flavor(
+            [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}])
+        real = nc_client.CyborgClient.bind_arqs
+        calls = []
+
+        def bind_arqs(cyclient, bindings):
+            calls.append(bindings)
+            if len(calls) == 1:
+                raise nc_exception.AcceleratorRequestBindingFailed(
+                    arqs=list(bindings), msg='injected: HTTP 503')
+            return real(cyclient, bindings)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+        body = self._build_server(flavor_id=flavor, image_uuid=base.IMAGE,
+                                  networks='none')
+        body['min_count'] = body['max_count'] = 2
+        self.api.post_server({'server': body})
+
+        ids = [s['id'] for s in self.api.get_servers(detail=False)]
+        self.assertEqual(2, len(ids))
+
+        def built():
+            servers = [self.api.get_server(i) for i in ids]
+            self.assertNotIn('BUILD', [s['status'] for s in servers])
+            return servers
+        servers = self._wait_for_assert(built, max_retries=40)
+        by_status = {s['status']: s for s in servers}
+        self.assertEqual({'ACTIVE', 'ERROR'}, set(by_status))
+        failed = by_status['ERROR']
+        self.assertIn('injected: HTTP 503', failed['fault']['message'])
+        self.assert_nothing_left(failed['id'])
+        self.assert_accelerated(by_status['ACTIVE'], 1)
+        for server in servers:
+            self._delete_server(server)
+            self.assert_nothing_left(server['id'])

@@ -67,6 +67,7 @@ ROUTING = {
     'nova/conductor/manager.py': [
         'from nova_cyborg import conductor as nc_conductor',
         'return nc_conductor.create_and_bind_arqs(',
+        "{'vm_state': vm_states.ERROR, 'task_state': None},",
     ],
     'nova/compute/manager.py': [
         'from nova_cyborg import compute as nc_compute',
