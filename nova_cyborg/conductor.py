@@ -12,11 +12,21 @@ caller has to know which ARQs exist, and the error says which step failed.
 For an instance that has never run on a host (first build, reschedule,
 unshelve of an offloaded server) it also frees the Placement allocation
 the scheduler made: upstream's first-build failure path leaves the server
-in ERROR still holding its devices.
+in ERROR still holding its devices. For an evacuation it frees the
+destination's part of the allocation, which nothing else frees when the
+conductor fails.
+
+Before an offloaded server is unshelved, the ARQs it still has in Cyborg
+are deleted: an offloaded server has none, so they are left from an
+earlier unshelve that failed while Cyborg was binding (Nova timed out and
+Cyborg finished later). Cyborg refuses to bind ARQs for an instance that
+already has some, so they would make every later unshelve fail.
 """
 
 from oslo_log import log as logging
 
+from nova.compute import vm_states
+from nova import objects
 from nova.scheduler.client import report
 
 from nova_cyborg import client as nc_client
@@ -79,20 +89,37 @@ def _reason(exc):
     return str(exc) or type(exc).__name__
 
 
-def _free_allocation(context, instance):
-    """Free what the scheduler allocated for an instance not yet on a host.
+def _free_allocation(context, instance, nodename):
+    """Free what the scheduler allocated on ``nodename`` for the instance.
 
-    An instance with a host (evacuation, rebuild) keeps its allocations:
-    they hold its current host's resources too.
+    An instance not yet on a host loses its whole allocation. An instance
+    on a host (evacuation) keeps that of its current host, which the
+    scheduler merged with the destination's, and loses the destination's.
     """
-    if instance.obj_attr_is_set('host') and instance.host:
-        return
+    client = report.report_client_singleton()
     try:
-        report.report_client_singleton().delete_allocation_for_instance(
-            context, instance.uuid, force=True)
+        if not (instance.obj_attr_is_set('host') and instance.host):
+            client.delete_allocation_for_instance(
+                context, instance.uuid, force=True)
+            return
+        if instance.obj_attr_is_set('node') and instance.node == nodename:
+            return
+        node = objects.ComputeNode.get_by_nodename(context, nodename)
+        if not client.remove_provider_tree_from_instance_allocation(
+                context, instance.uuid, node.uuid):
+            LOG.error('Could not free the allocation of the instance on '
+                      '%s after its accelerators failed', nodename,
+                      instance=instance)
     except Exception as e:
         LOG.error('Could not free the allocation of the instance after its '
                   'accelerators failed: %s', e, instance=instance)
+
+
+def _delete_leftovers(cyclient, instance):
+    """Delete the ARQs an offloaded instance is left with (see above)."""
+    if instance.obj_attr_is_set('vm_state') and (
+            instance.vm_state == vm_states.SHELVED_OFFLOADED):
+        cyclient.delete_arqs_for_instance(instance.uuid)
 
 
 def create_and_bind_arqs(context, instance, hostname, request_spec,
@@ -115,6 +142,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
     mapping = request_spec.get_request_group_mapping()
     created = []
     try:
+        _delete_leftovers(cyclient, instance)
         bindings = _flavor_bindings(cyclient, instance, hostname, mapping,
                                     created)
         bindings.update(_port_bindings(cyclient, instance, hostname, mapping,
@@ -127,7 +155,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                   {'host': hostname, 'arqs': ','.join(created), 'err': msg},
                   instance=instance)
         cyclient.delete_arqs_by_uuid(created)
-        _free_allocation(context, instance)
+        _free_allocation(context, instance, hostname)
         raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=msg)
     LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,
              instance=instance)

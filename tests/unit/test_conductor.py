@@ -1,6 +1,7 @@
 """Creating and binding ARQs in the conductor, against recorded HTTP."""
 
 import fixtures
+from nova.compute import vm_states
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -31,9 +32,17 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.client.report.report_client_singleton',
             lambda: self))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.objects.ComputeNode.get_by_nodename',
+            lambda *args: objects.ComputeNode(uuid=getattr(uuids, args[-1]))))
 
     def delete_allocation_for_instance(self, context, uuid, force=False):
         self.freed.append((uuid, force))
+
+    def remove_provider_tree_from_instance_allocation(self, context, uuid,
+                                                      root_rp_uuid):
+        self.freed.append((uuid, root_rp_uuid))
+        return True
 
     def call(self, networks=None):
         return conductor.create_and_bind_arqs(
@@ -74,13 +83,50 @@ class CreateAndBindTest(test_client.ClientTestBase):
             [('POST', None), ('PATCH', None),
              ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
 
-    def test_failure_keeps_allocation_of_instance_on_a_host(self):
-        # Evacuation: the allocation also holds the current host.
+    def test_evacuation_failure_frees_the_destination_only(self):
+        # The scheduler merged the destination into the allocation that
+        # holds the current host: only the destination's part goes.
         self.instance.host = 'source'
+        self.instance.node = 'source'
+        self.requests.patch(ARQS, status_code=500)
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.call)
+        self.assertEqual([(uuids.inst, uuids.node1)], self.freed)
+
+    def test_failure_on_the_current_node_frees_nothing(self):
+        self.instance.host = 'node1'
+        self.instance.node = 'node1'
         self.requests.patch(ARQS, status_code=500)
         self.assertRaises(exception.AcceleratorRequestBindingFailed,
                           self.call)
         self.assertEqual([], self.freed)
+
+    def test_offloaded_instance_loses_its_leftover_arqs_first(self):
+        # Left by an unshelve whose bind Cyborg finished after Nova gave
+        # up: Cyborg would refuse to bind new ARQs next to them.
+        self.instance.vm_state = vm_states.SHELVED_OFFLOADED
+        self.requests.patch(ARQS, status_code=202)
+        self.call()
+        self.assertEqual(('DELETE', None), self.methods()[0])
+        self.assertEqual([uuids.inst],
+                         self.requests.request_history[0].qs['instance'])
+        self.assertEqual([('POST', None), ('PATCH', None)],
+                         self.methods()[1:])
+
+    def test_leftover_delete_failure_fails_the_unshelve(self):
+        self.instance.vm_state = vm_states.SHELVED_OFFLOADED
+        self.requests.delete(ARQS, status_code=503)
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.call)
+        self.assertIn('HTTP 503', exc.format_message())
+        self.assertEqual([('DELETE', None)], self.methods())
+        self.assertEqual([(uuids.inst, True)], self.freed)
+
+    def test_active_instance_has_no_leftovers_to_delete(self):
+        self.instance.vm_state = vm_states.ACTIVE
+        self.requests.patch(ARQS, status_code=202)
+        self.call()
+        self.assertEqual([('POST', None), ('PATCH', None)], self.methods())
 
     def test_success_keeps_allocation(self):
         self.requests.patch(ARQS, status_code=202)
