@@ -95,3 +95,25 @@ def delete_arqs_of_deleted_instance(context, instance):
         return
     LOG.info('Deleted the accelerator requests of deleted instance %s',
              instance.uuid, instance=instance)
+
+
+def delete_arqs_of_deleting_instance(context, instance):
+    """Delete every ARQ of a server that nova-compute is deleting.
+
+    Routed from ``ComputeManager._delete_instance``. Unlike upstream, a
+    Cyborg failure is raised: the delete fails, the server goes to ERROR
+    with the reason as its fault and keeps its allocation, and deleting it
+    again frees everything. Upstream only logged it, and the server's
+    devices stayed bound in Cyborg for good while Placement showed them
+    free.
+
+    :raises: CyborgError
+    """
+    cyclient = None
+    if has_accelerators(instance):
+        cyclient = nc_client.get_client(context)
+        cyclient.delete_arqs_for_instance(instance.uuid)
+    unbound = _unbound_arqs(instance)
+    if unbound:
+        cyclient = cyclient or nc_client.get_client(context)
+        cyclient.delete_arqs_strictly(unbound)

@@ -23,28 +23,29 @@ Cases and outcomes:
   unplugs it). A hard reboot brings either back with its VF.
 * rebuild on the same host: the conductor hands over the ARQs the server
   has (there is no re-bind), the compute reads them after destroying the
-  guest. If that read fails: ERROR, ARQ kept, but upstream's failure path
-  deletes the server's allocation on its own host; a second rebuild works
-  and ``heal_allocations`` restores the allocation, device included. If
-  the conductor's read fails, the server is stuck in REBUILD (skipped).
+  guest. If that read fails: ERROR with the reason, ARQ kept and the
+  allocation too (upstream's failure path deleted the server's allocation
+  on its own host); a second rebuild works. If the conductor's read
+  fails: the rebuild fails with the reason and the server is ACTIVE again
+  (upstream left it in REBUILD for good).
 * evacuate, Cyborg answers 503 to the destination's bind: nothing is left
-  on the destination; the server is stuck in REBUILD (skipped) until an
-  operator resets its state, and a second evacuate then works.
+  on the destination, the migration ends in error, the server leaves its
+  task state, and a second evacuate works.
 * evacuate and unshelve, Cyborg binds after ``arq_binding_timeout``: the
-  operation fails (evacuate: ERROR; unshelve: SHELVED_OFFLOADED, no
-  allocation) and a second one works, deleting the late ARQ. Until then
-  the late ARQ holds its VF (skipped).
+  operation fails with the reason (evacuate: ERROR; unshelve:
+  SHELVED_OFFLOADED, no allocation), the late ARQ is deleted, and a
+  second one works.
 * unshelve of an offloaded server, Cyborg answers 503 to the bind: back to
   SHELVED_OFFLOADED, no ARQ, no allocation; a second unshelve works.
 * shelve, Cyborg answers 503 to the ARQ delete of the offload: the server
   stays SHELVED on its host, ARQ Bound and allocated (nothing leaked); a
   shelve offload then completes.
-* delete, Cyborg answers 503 to the ARQ delete: the server is deleted and
-  its ARQ leaks, Bound, for good (skipped).
+* delete, Cyborg answers 503 to the ARQ delete: the delete fails, the
+  server is in ERROR with the reason and keeps its ARQ and allocation;
+  deleting it again frees everything (upstream deleted the server and
+  left its ARQ Bound for good).
 * snapshot and backup, the image upload fails: ACTIVE with its VF, no
   image left.
-
-The skipped tests assert the intended behaviour; each names its bug.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -61,24 +62,6 @@ from nova.image import glance  # noqa: E402
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
-
-BUG_CONDUCTOR_REBUILD = (
-    'Bug: when Cyborg fails in ComputeTaskManager.rebuild_instance (nova/'
-    'conductor/manager.py, "except Exception as exc: ... raise exc" around '
-    'the ARQ calls), nothing resets the task_state: the server is stuck in '
-    'REBUILD, an evacuation also keeps its migration "accepted".')
-BUG_LATE_BIND = (
-    'Bug: when the wait for the bind fails in the compute (_unshelve_'
-    'instance, and _rebuild_default_impl for an evacuation, nova/compute/'
-    'manager.py), the ARQs the conductor created are not deleted, as '
-    '_build_resources does: Cyborg finishes the bind later and the ARQ '
-    'holds a VF that Placement gives to others. The reason given is not '
-    'helpful either ("Failure getting accelerator resources.", '
-    '"InstanceEventTimeout").')
-BUG_DELETE = (
-    'Bug: ComputeManager._delete_instance deletes the ARQs through '
-    'compute_utils.delete_arqs_if_needed, which logs a Cyborg failure and '
-    'goes on: the server is deleted and its ARQ stays Bound for good.')
 
 
 def by_instance(kwargs):
@@ -299,17 +282,15 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
                          [(a['uuid'], a['state']) for a in
                           self.cyborg.list_arqs(self.server['id'])])
 
+        # The allocation of its own host is kept (upstream's failure path
+        # deleted it, as for a failed evacuation's destination): nothing
+        # to heal.
+        self.assertEqual(4, manage.PlacementCommands().heal_allocations(
+            instance_uuid=self.server['id']))
         self._rebuild_server(self.server, base.IMAGE)
-        # Upstream's failed rebuild deletes the server's allocation on its
-        # own host (ComputeManager.rebuild_instance treats it like a failed
-        # evacuation's destination): heal_allocations restores it, device
-        # included, from the Bound ARQ.
-        self.assertIn(manage.PlacementCommands().heal_allocations(
-            instance_uuid=self.server['id']), (0, 4))    # healed, or none
         self.assert_running_on('compute1')
 
     def test_rebuild_while_the_conductor_cannot_list_arqs(self):
-        self.skipTest(BUG_CONDUCTOR_REBUILD)
         with CyborgFault('get') as fault:
             self.api.post_server_action(
                 self.server['id'], {'rebuild': {'imageRef': base.IMAGE}})
@@ -377,9 +358,6 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
     def test_evacuate_with_the_bind_failing_leaks_nothing(self):
         self._evacuate_with_bind_failing()
         # An operator resets the server's state, then evacuates again.
-        # (The failed evacuation's migration stays "accepted": compute1,
-        # restarted, only cleans up one evacuation per server and cannot
-        # be forced up; see the skipped test below.)
         self.admin_api.post_server_action(
             self.server['id'], {'os-resetState': {'state': 'error'}})
         self._evacuate_server(self.server, expected_host='compute2',
@@ -387,15 +365,15 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self._assert_evacuated(source_returns=False)
 
     def test_evacuate_with_the_bind_failing_can_be_retried(self):
-        self.skipTest(BUG_CONDUCTOR_REBUILD)
         self._evacuate_with_bind_failing()
         self._wait_for_migration_status(self.server, ['error', 'failed'])
         server = self.api.get_server(self.server['id'])
         self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertEqual('ACTIVE', server['status'])
+        # Since microversion 2.95 an evacuated server stays stopped.
         self._evacuate_server(self.server, expected_host='compute2',
-                              expected_state=server['status'])
-        if server['status'] == 'SHUTOFF':
-            self._start_server(self.server)
+                              expected_state='SHUTOFF')
+        self._start_server(self.server)
         self._assert_evacuated()
 
     def _evacuate_bind_is_late(self):
@@ -419,7 +397,6 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self._assert_evacuated()
 
     def test_evacuate_with_a_late_bind_leaks_nothing(self):
-        self.skipTest(BUG_LATE_BIND)
         server = self._evacuate_bind_is_late()
         self.assert_host_free('compute2')
         self.assert_nothing_leaked()
@@ -472,7 +449,6 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assert_nothing_leaked()
 
     def test_unshelve_with_a_late_bind_leaks_nothing(self):
-        self.skipTest(BUG_LATE_BIND)
         reason = self._unshelve_bind_is_late()
         self.assert_offloaded()
         self.assertIn('Timed out', reason)
@@ -500,7 +476,6 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
     def test_delete_while_cyborg_cannot_delete_arqs(self):
         # Intended: like a failure to delete its allocation, the server
         # goes to ERROR, keeping its ARQ, and a second delete frees it.
-        self.skipTest(BUG_DELETE)
         with CyborgFault('delete') as fault:
             self.api.delete_server(self.server['id'])
             server = self.wait_idle('ERROR')

@@ -50,3 +50,40 @@ class DeleteArqsOfDeletedInstanceTest(test.NoDBTestCase):
             cleanup.delete_arqs_of_deleted_instance(
                 self.context, _instance({'accel:device_profile': 'dp1'}))
         self.assertTrue(error.called)
+
+
+@mock.patch('nova_cyborg.client.get_client')
+class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
+    """A delete that fails in Cyborg fails, so that it can be retried."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+
+    def test_deletes_bound_and_parked(self, get_client):
+        instance = _instance({'accel:device_profile': 'dp1'})
+        instance.system_metadata['nova_cyborg_parked_arq_0'] = (
+            '%s %s host1' % (uuids.parked, uuids.rp))
+        cleanup.delete_arqs_of_deleting_instance(self.context, instance)
+        cyclient = get_client.return_value
+        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        cyclient.delete_arqs_strictly.assert_called_once_with([uuids.parked])
+
+    def test_cyborg_failure_is_raised(self, get_client):
+        get_client.return_value.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='down', status=503))
+        self.assertRaises(
+            exception.CyborgError, cleanup.delete_arqs_of_deleting_instance,
+            self.context, _instance({'accel:device_profile': 'dp1'}))
+
+    def test_attached_only(self, get_client):
+        instance = _instance({})
+        instance.system_metadata['nova_cyborg_attached_arq_0'] = (
+            '%s dp2' % uuids.arq)
+        cleanup.delete_arqs_of_deleting_instance(self.context, instance)
+        get_client.return_value.delete_arqs_for_instance \
+            .assert_called_once_with(uuids.inst)
+
+    def test_no_accelerators_asks_nobody(self, get_client):
+        cleanup.delete_arqs_of_deleting_instance(self.context, _instance({}))
+        get_client.assert_not_called()

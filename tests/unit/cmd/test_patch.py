@@ -79,6 +79,8 @@ ROUTING = {
         'nc_move.revert_at_destination(context, instance)',
         'nc_move.rebind_at_source(self.virtapi, context, instance)',
         'return nc_move.instance_arqs(context, instance)',
+        'nc_cleanup.delete_arqs_of_deleting_instance(context, instance)',
+        'reason=nc_compute.build_fault_message(exc))',
         'nc_attach.add(self, context, instance, device_profile)',
         'nc_attach.remove(self, context, instance, device_profile)',
     ],
