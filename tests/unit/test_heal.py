@@ -2,6 +2,8 @@
 
 import inspect
 import io
+import os
+import types
 from unittest import mock
 
 import fixtures
@@ -13,6 +15,7 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg.cmd import _unidiff
 from nova_cyborg import heal
 from tests.unit import test_client
 
@@ -186,16 +189,36 @@ class MissingAllocationsTest(HealTestBase):
         self.assertIn('--force', exc.format_message())
 
 
+PATCH_0008 = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(__file__))), 'patches',
+    'nova-34.0.0', '0008-manage-heal-accelerator-allocations.patch')
+
+
+def _patched_manage():
+    """nova.cmd.manage as patch 0008 makes it.
+
+    The installed Nova is patched in the functional environments and
+    pristine in the unit one (where the patch tool's own tests need it
+    so): there, patch 0008 is applied to the module's source in memory.
+    """
+    source = inspect.getsource(manage)
+    if 'nc_heal' in source:
+        return manage
+    with open(PATCH_0008) as f:
+        file_patch, = _unidiff.parse(f.read(), PATCH_0008)
+    lines = _unidiff.apply_hunks(_unidiff.split_lines(source), file_patch)
+    module = types.ModuleType('nova_cyborg_test_patched_manage')
+    module.__file__ = manage.__file__
+    exec(compile(''.join(lines), manage.__file__, 'exec'), module.__dict__)
+    return module
+
+
 class PatchedHealAllocationsTest(HealTestBase):
     """``_heal_allocations_for_instance`` as routed by patch 0008."""
 
     def setUp(self):
         super().setUp()
-        source = inspect.getsource(
-            manage.PlacementCommands._heal_allocations_for_instance)
-        if 'nc_heal' not in source:
-            self.skipTest('nova/cmd/manage.py is not patched by nova-cyborg')
-        self.commands = manage.PlacementCommands()
+        self.commands = _patched_manage().PlacementCommands()
         self.placement = mock.Mock()
         self.output = io.StringIO()
         self.useFixture(fixtures.MockPatchObject(
