@@ -18,6 +18,14 @@ Cases and outcomes:
   start then works.
 * rescue, same fault: ERROR with a fault that says why; a hard reboot
   brings the server back with its VF.
+* soft reboot, same fault (Nova reads the ARQs before any reboot): the
+  reboot fails with the reason, the guest keeps its VF; rebooting again
+  works.
+* pause failing in libvirt: ACTIVE with its VF, the action's event names
+  the libvirt error.
+* host reboot while Cyborg fails: nova-compute cannot bring the server
+  back, which goes to ERROR keeping its ARQ and allocation; a hard reboot
+  brings it back with its VF.
 * suspend, same fault: ERROR, the guest still runs with its VF; resume,
   same fault: ERROR, the guest was restored without its VF (suspend
   unplugs it). A hard reboot brings either back with its VF.
@@ -58,6 +66,7 @@ import fixtures  # noqa: E402
 from nova.cmd import manage  # noqa: E402
 from nova import exception as nova_exception  # noqa: E402
 from nova.image import glance  # noqa: E402
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
@@ -206,6 +215,57 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assert_arqs_kept('ACTIVE')
         self.assertEqual(self.vf(), self.guest_bdfs())
 
+        self.hard_reboot()
+        self.assert_running_on('compute1')
+
+    def test_soft_reboot_while_cyborg_cannot_list_arqs(self):
+        # Nova reads the ARQs before any reboot, in case a soft reboot
+        # falls back to a hard one.
+        with CyborgFault('get') as fault:
+            self.api.post_server_action(
+                self.server['id'], {'reboot': {'type': 'SOFT'}})
+            reason = self.action_error('reboot', 'compute_reboot_instance')
+        self.assertEqual(1, fault.injected)
+        self.assertIn('HTTP 503', reason)
+        self.wait_idle('ACTIVE')
+        self.assert_arqs_kept('ACTIVE')
+        self.assertEqual(self.vf(), self.guest_bdfs())
+
+        self._reboot_server(self.server)
+        self.assert_running_on('compute1')
+
+    def test_pause_failing_in_libvirt(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.guest.Guest.pause',
+            side_effect=fakelibvirt.make_libvirtError(
+                fakelibvirt.libvirtError, 'injected: cannot pause',
+                error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR)))
+        self.api.post_server_action(self.server['id'], {'pause': {}})
+        reason = self.action_error('pause', 'compute_pause_instance')
+        self.assertIn('libvirtError', reason)
+        self.wait_idle('ACTIVE')
+        self.assert_running_on('compute1')
+
+    def test_host_reboot_while_cyborg_cannot_list_arqs(self):
+        # The host reboots and nova-compute brings the server back while
+        # Cyborg fails: the server goes to ERROR, keeping its ARQ and
+        # allocation; a hard reboot brings it back with its VF.
+        self.flags(resume_guests_state_on_host_boot=True)
+        with CyborgFault('get') as fault:
+            self.restart_compute_service(
+                'compute1', keep_hypervisor_state=False,
+                pci_info=fakelibvirt.HostPCIDevicesInfo(
+                    num_pci=0, num_pfs=self.NUM_PFS, num_vfs=self.NUM_VFS))
+            # Nova records no fault for a guest it could not resume.
+            server = self._wait_for_server_parameter(
+                self.server, {'status': 'ERROR',
+                              'OS-EXT-STS:task_state': None},
+                max_retries=30, wait_for_fault_key=False)
+        self.assertLessEqual(1, fault.injected)
+        self.assertEqual(self.arqs[0]['uuid'],
+                         self.cyborg.list_arqs(self.server['id'])[0]['uuid'])
+        self.assertEqual(
+            {1}, set(self._device_allocations(server['id']).values()))
         self.hard_reboot()
         self.assert_running_on('compute1')
 
