@@ -19,13 +19,15 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
         pass
 
 
-def serve(app, host='127.0.0.1'):
-    """Serve ``app`` on ``host`` and a free port; return ``(server, url)``.
+def serve(app, host='127.0.0.1', port=0):
+    """Serve ``app`` on ``host`` and ``port`` (0: a free one); return
+    ``(server, url)``.
 
-    ``url`` is ``http://<host>:<port>`` without a trailing slash.
+    ``url`` is ``http://<host>:<port>`` without a trailing slash. A port
+    served before by a stopped server can be served again (a restart).
     """
     server = simple_server.make_server(
-        host, 0, app, server_class=_ThreadingWSGIServer,
+        host, port, app, server_class=_ThreadingWSGIServer,
         handler_class=_QuietHandler)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={'poll_interval': 0.05},
