@@ -16,6 +16,13 @@ Cases and outcomes:
   server marked DELETED, before its ARQ was deleted: the restarted
   nova-compute completes the deletion and frees the allocation, but the
   ARQ stays Bound (skipped: a bug in nova_cyborg, see the test).
+* Cyborg's API and conductor killed while a bind job waits for the
+  sidecar's fpga_program, then restarted with their database: nothing
+  finishes the bind; Nova gives up after ``arq_binding_timeout`` (ERROR,
+  "Timed out after N seconds waiting for Cyborg to bind") and deletes the
+  ARQ in the restarted Cyborg, and frees the allocation. The card was
+  programmed all the same: the sidecar gives the provider back and reports
+  the function. The restarted Cyborg binds the next server.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
@@ -34,8 +41,12 @@ from keystoneauth1 import exceptions as ksa_exc  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 
 from tests.functional.harness import loopback  # noqa: E402
+from tests.functional import test_sidecar  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+#: Functions of the test bitstreams (see test_sidecar).
+F_A = test_sidecar.F_A
+F_OLD = test_sidecar.F_OLD
 
 
 class Killed(Exception):
@@ -114,6 +125,30 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             super().setUp()
         finally:
             patcher.stop()
+
+    # Providers
+
+    def inventory(self, name):
+        return test_sidecar.SidecarTestBase.inventory(self, name)
+
+    def provider(self, name):
+        return test_sidecar.SidecarTestBase.provider(self, name)
+
+    def traits(self, name):
+        return test_sidecar.SidecarTestBase.traits(self, name)
+
+    def wait_for(self, predicate, what, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        self.fail('%s did not happen in %d s' % (what, timeout))
+
+    def bitstream_flavor(self, function_id, extra=''):
+        image = self.create_bitstream(function_id, extra=extra)
+        return self.create_profile_flavor(
+            [{'resources:FPGA': '1', 'accel:bitstream_id': image}])[1]
 
     # Servers
 
@@ -257,6 +292,46 @@ class ComputeKilledTest(ProcessFaultBase):
         server2 = self.boot(flavor)
         self.assert_accelerated(server2, 1)
         self.delete_all([server2])
+        self.assert_no_leaks()
+
+
+class CyborgKilledTest(ProcessFaultBase):
+    """Cyborg's API and conductor killed mid-bind, then restarted."""
+
+    def test_killed_while_the_fpga_is_programmed(self):
+        # The bind job (in the API process) waits for the sidecar's
+        # fpga_program when Cyborg is killed: nothing ends the bind, Nova
+        # gives up after arq_binding_timeout and deletes the ARQ in the
+        # restarted Cyborg.
+        self.flags(arq_binding_timeout=15)
+        self.start_glance()
+        slow = self.bitstream_flavor(F_A, extra='sleep 6\n')
+        self.start_accel_compute('compute1', function_ids=[F_OLD])
+        (pf,) = self.pf_bdfs('compute1')
+        name = 'compute1_' + pf
+        server = self.post_server(slow)
+        self.wait_for(lambda: self.inventory(name)['FPGA']['reserved'] == 2,
+                      'the reservation while programming')
+        self.cyborg.restart()
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None},
+            max_retries=80)
+        self.assertIn('Timed out after 15 seconds waiting for Cyborg',
+                      server['fault']['message'])
+        self.assert_nothing_left(server['id'])
+        # The card was programmed all the same; the sidecar gave the
+        # provider back and reported the function.
+        self.wait_for(lambda: self.inventory(name)['FPGA']['reserved'] == 0,
+                      'the end of the reservation')
+        self.assertEqual(F_A, test_sidecar.SidecarTestBase.loaded(
+            self, 'compute1', pf))
+        self.assertIn(test_sidecar.function_trait(F_A), self.traits(name))
+        self.assert_no_leaks()
+        # The restarted Cyborg binds (with the same function: the sidecar
+        # promised the card to it).
+        server2 = self.boot(slow)
+        self.assert_accelerated(server2, 1)
+        self.delete_all([server, server2])
         self.assert_no_leaks()
 
 

@@ -69,7 +69,9 @@ class CyborgFixture(child.ChildServiceFixture):
 
     After setUp: ``endpoint`` (``http://127.0.0.1:P/accelerator/v2``, what
     Nova's ``[cyborg] endpoint_override`` wants), ``url`` (root of the child
-    server), ``log_path``, ``base_dir``, ``startup_time`` (seconds).
+    server), ``port``, ``log_path``, ``base_dir``, ``startup_time``
+    (seconds). :meth:`stop` kills the child; :meth:`restart` kills it and
+    starts it again with the same database and port.
     """
 
     NAME = 'Cyborg'
@@ -108,16 +110,33 @@ class CyborgFixture(child.ChildServiceFixture):
                 nova_url=self.nova_url,
                 nova_token=CYBORG_SERVICE_TOKEN))
 
-        env = dict(os.environ)
+        self._env = dict(os.environ)
         if self.clouds_yaml:
-            env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
-        port = self.start_child(
+            self._env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
+        self._port_file = port_file
+        self.port = self.start_child(
             'tests.functional.harness.cyborg_process',
-            ['--config-file', self.config_path], port_file, env=env)
-        self.url = 'http://127.0.0.1:%d' % port
+            ['--config-file', self.config_path], port_file, env=self._env)
+        self.url = 'http://127.0.0.1:%d' % self.port
         self.endpoint = self.url + '/accelerator/v2'
         self.session = requests.Session()
         self.addCleanup(self.session.close)
+        self.restarts = 0
+
+    def restart(self):
+        """Kill the API and conductor (as a crash would) and start them
+        again, as a service manager would: same configuration, database
+        and port, so ``endpoint`` stays valid. Work they had in flight
+        (a bind job, an RPC call to an agent) is lost."""
+        self.stop()
+        os.unlink(self._port_file)
+        self.restarts += 1
+        self.output_path = os.path.join(
+            self.base_dir, 'cyborg-process-%d.out' % self.restarts)
+        self.start_child(
+            'tests.functional.harness.cyborg_process',
+            ['--config-file', self.config_path, '--port', str(self.port)],
+            self._port_file, env=self._env)
 
     # REST helpers for test assertions (admin token).
 

@@ -193,14 +193,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--config-file', required=True)
     parser.add_argument('--port-file', required=True)
+    parser.add_argument('--port', type=int, default=0,
+                        help='port to serve (default: a free one)')
     args = parser.parse_args(argv)
     child.exit_with_parent()
 
     service.prepare_service(['cyborg-harness', '--config-file',
                              args.config_file])
 
-    # `cyborg-dbsync create_schema`: `upgrade` fails on SQLite.
-    migration.create_schema()
+    # `cyborg-dbsync create_schema`: `upgrade` fails on SQLite. A restart
+    # (CyborgFixture.restart) finds the schema there.
+    if migration.version() is None:
+        migration.create_schema()
 
     conductor = service.RPCService('cyborg.conductor.manager',
                                    'ConductorManager',
@@ -209,7 +213,7 @@ def main(argv=None):
 
     api = request_id.RequestId(identity.IdentityMiddleware(
         api_app.setup_app(), public_routes=identity.PUBLIC_ROUTES))
-    server, url = loopback.serve(HarnessApp(api))
+    server, url = loopback.serve(HarnessApp(api), port=args.port)
     child.write_port(args.port_file, server.server_port)
     LOG.info('Cyborg harness serving %s%s/v2; ready in %.2f s',
              url, API_PREFIX, time.monotonic() - start)
