@@ -23,6 +23,17 @@ Cases and outcomes:
   ARQ in the restarted Cyborg, and frees the allocation. The card was
   programmed all the same: the sidecar gives the provider back and reports
   the function. The restarted Cyborg binds the next server.
+* the sidecar daemon SIGKILLed while it programs the card for a boot
+  (the conductor waits for its fpga_program): the conductor's call times
+  out, the ARQ is BindFailed, Nova reschedules and, with no other host,
+  the server goes to ERROR ("Exceeded maximum number of retries") with no
+  ARQ and no allocation. Started again, the sidecar undoes the
+  reservation and the provider's function trait is the one the card
+  really holds; a boot then programs the card and is ACTIVE.
+* the sidecar dead (between two report cycles) when Cyborg asks it to
+  program the card for a boot: the call waits in its queue; started again
+  within the conductor's RPC timeout, the sidecar programs the card and
+  the boot ends ACTIVE with the new function trait.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
@@ -32,6 +43,9 @@ Cases and outcomes:
 from tests.functional import base  # noqa: F401,I100
 
 import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -40,7 +54,9 @@ import fixtures  # noqa: E402
 from keystoneauth1 import exceptions as ksa_exc  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 
+from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
+from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
@@ -109,7 +125,17 @@ class Freeze(fixtures.Fixture):
 class ProcessFaultBase(base.AcceleratorTestBase):
     """What every case checks once the fault is over: nothing leaked."""
 
+    #: cyborg-conductor's (and API's) RPC timeout, e.g. for fpga_program;
+    #: None for oslo.messaging's 60 s.
+    CYBORG_RPC_TIMEOUT = None
+
     def setUp(self):
+        if self.CYBORG_RPC_TIMEOUT:
+            self.useFixture(fixtures.MonkeyPatch(
+                'tests.functional.harness.cyborg_fixture.CONFIG_TEMPLATE',
+                cyborg_fixture.CONFIG_TEMPLATE +
+                '\n[DEFAULT]\nrpc_response_timeout = %d\n'
+                % self.CYBORG_RPC_TIMEOUT))
         # Keep the loopback servers of the harness (Placement for Cyborg
         # and the sidecars is the first one) to take Placement down.
         self.served = []
@@ -179,13 +205,16 @@ class ProcessFaultBase(base.AcceleratorTestBase):
 
     # Leaks
 
+    def sysfs_root(self, hostname):
+        sidecar = self.sidecars.get(hostname)
+        return sidecar.sysfs_root if sidecar is not None else None
+
     def mdevs(self, hostname):
         """mdevs on the host: in its sysfs tree and in libvirt."""
         found = []
-        sidecar = self.sidecars.get(hostname)
-        if sidecar is not None:
-            path = os.path.join(sidecar.sysfs_root, 'bus', 'mdev',
-                                'devices')
+        root = self.sysfs_root(hostname)
+        if root is not None:
+            path = os.path.join(root, 'bus', 'mdev', 'devices')
             if os.path.isdir(path):
                 found.extend(os.listdir(path))
         conn = self.computes[hostname].driver._host.get_connection()
@@ -293,6 +322,162 @@ class ComputeKilledTest(ProcessFaultBase):
         self.assert_accelerated(server2, 1)
         self.delete_all([server2])
         self.assert_no_leaks()
+
+
+class Daemon:
+    """``nova-cyborg-sidecar`` as a process for a simulated host, which can
+    be SIGKILLed and started again (as in test_sidecar_daemon).
+
+    It asks ``test:///default`` which devices domains use: it cannot see
+    the domains of the host's fakelibvirt, which only matters to the
+    refusal to reprogram a card under a running server.
+    """
+
+    def __init__(self, test, hostname):
+        self.test = test
+        glance = test.start_glance()
+        base_dir = test.useFixture(fixtures.TempDir()).path
+        self.sysfs_root = test.hosts[hostname].write(
+            os.path.join(base_dir, 'sys'))
+        self.state = os.path.join(base_dir, 'state')
+        self.config = sidecar_fixture.write_config(
+            os.path.join(base_dir, 'sidecar.conf'), host=hostname,
+            sysfs_root=self.sysfs_root, state_path=self.state,
+            placement_url=test.placement_url, glance_url=glance.endpoint)
+        helper = os.path.join(os.path.dirname(sys.executable),
+                              'privsep-helper')
+        with open(self.config, 'a') as f:
+            f.write('\n[DEFAULT]\ntransport_url = %s\n'
+                    '[sidecar]\nlibvirt_uri = test:///default\n'
+                    '[sidecar_privsep]\nhelper_command = %s --config-file '
+                    '%s\n' % (test.broker.transport_url, helper,
+                              self.config))
+        self.log = os.path.join(base_dir, 'sidecar.log')
+        self.process = None
+        self.starts = 0
+
+    def start(self, wait=True):
+        script = os.path.join(os.path.dirname(sys.executable),
+                              'nova-cyborg-sidecar')
+        self.process = subprocess.Popen(
+            [script, '--config-file', self.config, '--log-file', self.log],
+            cwd=sidecar_fixture.REPO_ROOT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.test.addCleanup(self.kill)
+        self.starts += 1
+        if wait:
+            self.wait_started()
+
+    def read_log(self):
+        if not os.path.exists(self.log):
+            return ''
+        with open(self.log) as f:
+            return f.read()
+
+    def wait_started(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.read_log().count('started') >= self.starts:
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.test.fail('the sidecar did not start; its log:\n%s'
+                       % self.read_log()[-4000:])
+
+    def kill(self):
+        """SIGKILL the daemon and what it started (privsep, programmer)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+class SidecarKilledTest(ProcessFaultBase):
+    """The sidecar daemon killed mid-operation and started again."""
+
+    CYBORG_RPC_TIMEOUT = 20
+
+    def setUp(self):
+        super().setUp()
+        self.start_glance()
+        self.start_accel_compute('compute1', sidecar=False,
+                                 function_ids=[F_OLD])
+        (self.pf,) = self.pf_bdfs('compute1')
+        self.name = 'compute1_' + self.pf
+        self.daemon = Daemon(self, 'compute1')
+        self.daemon.start()
+
+    def sysfs_root(self, hostname):
+        return self.daemon.sysfs_root
+
+    def loaded(self):
+        region = self.hosts['compute1'].functions[self.pf].region
+        path = os.path.join(
+            self.daemon.sysfs_root, 'bus', 'pci', 'devices', self.pf,
+            'fpga_region', 'region%d' % region, 'afu_id')
+        with open(path) as f:
+            return f.read().strip()
+
+    def test_killed_while_the_conductor_waits_for_fpga_program(self):
+        # The sidecar dies while it programs the card for a boot: the
+        # conductor's call times out, the bind fails, and the boot fails
+        # on the only host. Started again, the sidecar gives the provider
+        # back with the function the card really holds; a boot then
+        # programs the card.
+        slow = self.bitstream_flavor(F_A, extra='sleep 120\n')
+        server = self.post_server(slow)
+        self.wait_for(lambda: self.inventory(self.name)['FPGA'][
+            'reserved'] == 2, 'the reservation while programming')
+        self.daemon.kill()
+        self.daemon.start()
+        self.wait_for(lambda: self.inventory(self.name)['FPGA'][
+            'reserved'] == 0, 'the reservation to be undone')
+        self.assertEqual(F_OLD, self.loaded())
+        self.assertIn(test_sidecar.function_trait(F_OLD),
+                      self.traits(self.name))
+        self.assertNotIn(test_sidecar.function_trait(F_A),
+                         self.traits(self.name))
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None},
+            max_retries=120)
+        # Rescheduled after the failed bind (BindFailed): no other host.
+        self.assertIn('Exceeded maximum number of retries',
+                      server['fault']['message'])
+        self.assert_nothing_left(server['id'])
+        self.assert_no_leaks()
+
+        fast = self.bitstream_flavor(F_A)
+        server2 = self.boot(fast)
+        self.assert_accelerated(server2, 1)
+        self.assertEqual(F_A, self.loaded())
+        self.delete_all([server, server2])
+        self.assert_no_leaks()
+
+    def test_down_while_a_boot_binds(self):
+        # The sidecar is dead (between two report cycles) when Cyborg asks
+        # it to program the card for a boot: the call waits in the
+        # sidecar's queue; started again within the conductor's RPC
+        # timeout, the sidecar programs the card and the boot ends ACTIVE.
+        self.daemon.kill()
+        fast = self.bitstream_flavor(F_A)
+        server = self.post_server(fast)
+        self.wait_for(lambda: 'fpga_program' in self.cyborg_log(),
+                      'the call to the sidecar')
+        self.daemon.start()
+        server = self._wait_for_state_change(server, 'ACTIVE',
+                                             max_retries=60)
+        self.assert_accelerated(server, 1)
+        self.assertEqual(F_A, self.loaded())
+        self.assertIn(test_sidecar.function_trait(F_A),
+                      self.traits(self.name))
+        self.assert_no_leaks([server])
+        self.delete_all([server])
+        self.assert_no_leaks()
+
+    def cyborg_log(self):
+        with open(self.cyborg.log_path) as f:
+            return f.read()
 
 
 class CyborgKilledTest(ProcessFaultBase):
