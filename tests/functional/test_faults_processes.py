@@ -34,6 +34,13 @@ Cases and outcomes:
   program the card for a boot: the call waits in its queue; started again
   within the conductor's RPC timeout, the sidecar programs the card and
   the boot ends ACTIVE with the new function trait.
+* two boots scheduled at the same time for a host's last free VF: both
+  get it as candidate, Placement takes one claim and refuses the other
+  (HTTP 409, capacity); that server fails with "No valid host" holding
+  nothing, the other is ACTIVE.
+* the same with two FPGAs of one VF each: the refused claim is tried again
+  with the host's next candidate (nova_cyborg.scheduler.claim), and both
+  servers are ACTIVE, one on each FPGA.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
@@ -52,8 +59,10 @@ from unittest import mock  # noqa: E402
 
 import fixtures  # noqa: E402
 from keystoneauth1 import exceptions as ksa_exc  # noqa: E402
+from nova.scheduler.client import report  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 
+from nova_cyborg import client as nc_client  # noqa: E402
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
@@ -522,6 +531,82 @@ class CyborgKilledTest(ProcessFaultBase):
 
 class PlacementSchedulingTest(ProcessFaultBase):
     """Placement conflicts and outage while Nova schedules."""
+
+    def _boot_concurrently(self, flavor):
+        """Boot two servers whose scheduling runs at the same time: each
+        claim waits until both servers have their allocation candidates,
+        so both claim the same free VF first. Returns the servers, once
+        settled, and the result of each claim."""
+        barrier = threading.Barrier(2, timeout=30)
+        claims = []
+        waited = set()
+        real = report.SchedulerReportClient.claim_resources
+
+        def claim_resources(client, context, consumer_uuid, *args,
+                            **kwargs):
+            if consumer_uuid not in waited:
+                waited.add(consumer_uuid)
+                barrier.wait()
+            claimed = real(client, context, consumer_uuid, *args, **kwargs)
+            claims.append((consumer_uuid, claimed))
+            return claimed
+        # Cyborg's binds one after the other: the harness runs Cyborg on
+        # SQLite, which fails one of two concurrent bind transactions
+        # ("database is locked", HTTP 500; a deployment's database server
+        # serializes them).
+        binding = threading.Lock()
+        real_bind = nc_client.CyborgClient.bind_arqs
+
+        def bind_arqs(cyclient, bindings):
+            with binding:
+                return real_bind(cyclient, bindings)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+        with mock.patch.object(report.SchedulerReportClient,
+                               'claim_resources', claim_resources):
+            servers = [self.post_server(flavor, name='server-%d' % i)
+                       for i in range(2)]
+            servers = self.wait_settled(servers)
+        return servers, claims
+
+    def test_concurrent_boots_for_the_last_vf(self):
+        # Placement takes one claim and refuses the other (HTTP 409, the
+        # VF is gone): that server fails with NoValidHost, holding nothing.
+        self.start_accel_compute('compute1', num_vfs=1)
+        _name, flavor = self.create_profile_flavor(PROFILE)
+        servers, claims = self._boot_concurrently(flavor)
+        by_status = {s['status']: s for s in servers}
+        self.assertEqual({'ACTIVE', 'ERROR'}, set(by_status))
+        self.assertEqual([True, False], sorted(
+            (claimed for _uuid, claimed in claims), reverse=True))
+        self.assertIn('No valid host',
+                      by_status['ERROR']['fault']['message'])
+        self.assert_accelerated(by_status['ACTIVE'], 1)
+        self.assert_nothing_left(by_status['ERROR']['id'])
+        self.assert_no_leaks([by_status['ACTIVE']])
+        self.delete_all(servers)
+        self.assert_no_leaks()
+
+    def test_concurrent_boots_claim_the_next_candidate(self):
+        # Two FPGAs with one VF each: the refused claim is tried again with
+        # the host's next candidate (nova_cyborg.scheduler.claim), the
+        # other FPGA; both servers are ACTIVE, one on each.
+        self.start_accel_compute('compute1', num_pfs=2, num_vfs=2)
+        _name, flavor = self.create_profile_flavor(PROFILE)
+        servers, claims = self._boot_concurrently(flavor)
+        self.assertEqual(['ACTIVE', 'ACTIVE'],
+                         [s['status'] for s in servers])
+        self.assertEqual(3, len(claims))
+        self.assertEqual([False, True, True],
+                         sorted(claimed for _uuid, claimed in claims))
+        rps = set()
+        for server in servers:
+            (arq,) = self.assert_accelerated(server, 1)
+            rps.add(arq['device_rp_uuid'])
+        self.assertEqual(2, len(rps))
+        self.assert_no_leaks(servers)
+        self.delete_all(servers)
+        self.assert_no_leaks()
 
     def test_placement_down_during_scheduling(self):
         self.start_accel_compute('compute1')
