@@ -59,13 +59,21 @@ class MdevManager:
         privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
 
     def remove(self, pci_addr, asked_type, ah_uuid):
+        if not uuidutils.is_uuid_like(ah_uuid):
+            raise exception.InvalidArgument(name='ah_uuid',
+                                            reason='not a UUID')
+        if not self._exists(str(ah_uuid).lower()):
+            # Nothing to remove, and nothing is touched, so the other
+            # arguments need not be valid: Cyborg asks this when it unbinds
+            # an ARQ whose mdev was never created, e.g. because create was
+            # refused for the same arguments. Refusing again would leave
+            # the ARQ undeletable in Cyborg.
+            LOG.info('mdev %s does not exist; nothing to remove', ah_uuid)
+            return
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
         users = self._domains.devices_in_use()
         if ah_uuid in users:
             raise exception.DeviceBusy(
                 address=ah_uuid, reason='used by domain %s' % users[ah_uuid])
-        if not self._exists(ah_uuid):
-            LOG.info('mdev %s does not exist; nothing to remove', ah_uuid)
-            return
         LOG.info('Removing mdev %s', ah_uuid)
         privileged.remove_mdev(self._root, ah_uuid)

@@ -27,11 +27,11 @@ message at 255 characters; its details (an admin's) hold all of it.
   sidecar, to create the mdev while it binds): a malformed mdev type
   (path traversal, XML) is refused by the sidecar, which creates no mdev,
   so Cyborg fails the bind: ERROR, the fault gives Cyborg's reason as
-  Cyborg wrote it (unescaped), no allocation, no domain. Bug (that check
-  is skipped): Cyborg then cannot delete the ARQ; its unbind asks the
-  sidecar to remove the mdev with the same values, the sidecar refuses
-  again, and Cyborg's handling of UnbindFailed raises KeyError (HTTP 500),
-  so the ARQ stays BindFailed with its attach handle in use.
+  Cyborg wrote it (unescaped), no allocation, no domain, and the ARQ is
+  deleted: Cyborg's unbind asks the sidecar to remove an mdev that does
+  not exist, which it answers without touching sysfs (it used to refuse
+  the same values again, and Cyborg's UnbindFailed handling then raised,
+  leaving the ARQ BindFailed with its attach handle in use).
 * a well-formed MDEV handle while ``[nova_cyborg] allowed_attach_types =
   PCI``: the sidecar creates the mdev at bind, nova-compute refuses the
   ARQ (the fault says why), and the ARQ's deletion removes the mdev. The
@@ -60,8 +60,10 @@ server, no ARQ):
   filter splits), another case, a trailing space, a number: no such
   profile. Refused when the flavor's extra spec is set (HTTP 400): a null
   value, a value over 255 characters, the keys ``accel:device_profiles``
-  and ``accel:``. Bug (skipped): an empty value is accepted and the
-  server boots ACTIVE without accelerators.
+  and ``accel:``, and (patch 0012) an empty value or one with whitespace
+  or a comma. An empty value set before validation (microversion 2.85)
+  makes the boot fail with HTTP 400 instead of booting without
+  accelerators.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -72,7 +74,6 @@ import sqlite3  # noqa: E402
 
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
-import testtools  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from sidecar import privileged  # noqa: E402
@@ -342,14 +343,6 @@ class HostileMdevHandleTest(HostileHandleBase):
         self._malformed_type("nvidia-11'/><x a='",
                              r'''\"nvidia-11'/><x a='\"''')
 
-    @testtools.skip(
-        'Bug (Cyborg with the sidecar): after the sidecar refused to create '
-        'an mdev of a malformed type, deleting the BindFailed ARQ fails: '
-        'Cyborg\'s unbind asks the sidecar to remove the mdev with the same '
-        'values, the sidecar validates them and refuses again '
-        '(sidecar.mdev.MdevManager.remove), and Cyborg\'s '
-        'update_check_state(UnbindFailed) raises KeyError (HTTP 500). The '
-        'ARQ stays BindFailed in Cyborg, its attach handle in use.')
     def test_malformed_mdev_type_leaves_no_arq(self):
         server = self._malformed_type('nvidia-11/../../../power',
                                       "'nvidia-11/../../../power'")
@@ -486,15 +479,31 @@ class MalformedProfileTest(base.AcceleratorTestBase):
         self.cyborg.create_device_profile('dp-b', [{'resources:FPGA': '1'}])
         # Cyborg's name filter splits on commas and answers both profiles.
         self.assertEqual(2, len(self.cyborg.get_device_profiles('dp-a,dp-b')))
-        for i, (value, shown) in enumerate((
-                ('dp-a,dp-b', 'dp-a,dp-b'), ('DP-A', 'DP-A'),
-                ('dp-a ', 'dp-a '), (123, '123'))):
+        for i, (value, shown) in enumerate((('DP-A', 'DP-A'),
+                                            (123, '123'))):
             flavor = self._create_flavor(
                 name='accel-%d' % i,
                 extra_spec={'accel:device_profile': value})
             self.assert_boot_refused(
                 flavor, 'Device profile %s: no such device profile in '
                 'Cyborg' % shown)
+        # A comma or whitespace is refused when the extra spec is set
+        # (patch 0012); set before validation (microversion 2.85), the
+        # boot is refused.
+        for i, value in enumerate(('dp-a,dp-b', 'dp-a ')):
+            flavor = self._create_flavor(name='accel-bad-%d' % i)
+            e = self.assertRaises(
+                api_client.OpenStackApiException,
+                self.admin_api.post_extra_spec, flavor,
+                {'extra_specs': {'accel:device_profile': value}})
+            self.assertEqual(400, e.response.status_code)
+            self.admin_api.microversion = '2.85'
+            self.admin_api.post_extra_spec(
+                flavor, {'extra_specs': {'accel:device_profile': value}})
+            self.admin_api.microversion = 'latest'
+            self.assert_boot_refused(
+                flavor, 'Device profile %s: no such device profile in '
+                'Cyborg' % value)
 
     def test_extra_spec_refused_on_flavor_creation(self):
         flavor = self._create_flavor(name='accel-bad')
@@ -521,15 +530,23 @@ class MalformedProfileTest(base.AcceleratorTestBase):
         self.assertEqual({}, self.admin_api.get_flavor(flavor)[
             'extra_specs'])
 
-    @testtools.skip(
-        'Bug: accel:device_profile="" is accepted by the flavor API (Nova\'s '
-        'extra spec validator only checks the type) and a boot with it is '
-        'accepted and ends ACTIVE without accelerators (nova.compute.api '
-        'tests "if dp_name"), so an operator\'s empty value silently drops '
-        'the accelerators')
     def test_empty_extra_spec(self):
         flavor = self._create_flavor(name='accel-bad')
         e = self.assertRaises(
             api_client.OpenStackApiException, self.admin_api.post_extra_spec,
             flavor, {'extra_specs': {'accel:device_profile': ''}})
         self.assertEqual(400, e.response.status_code)
+        # Set before validation (microversions below 2.86 do not validate
+        # extra specs): the boot is refused, not done without accelerators.
+        self.admin_api.microversion = '2.85'
+        self.admin_api.post_extra_spec(
+            flavor, {'extra_specs': {'accel:device_profile': ''}})
+        self.admin_api.microversion = 'latest'
+        e = self.assertRaises(
+            api_client.OpenStackApiException, self.api.post_server,
+            {'server': self._build_server(
+                flavor_id=flavor, image_uuid=base.IMAGE, networks='none')})
+        self.assertEqual(400, e.response.status_code)
+        self.assertIn('no such device profile', e.response.text)
+        self.assertEqual([], self.api.get_servers())
+        self.assertEqual([], self.cyborg.list_arqs())

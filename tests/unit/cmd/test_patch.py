@@ -43,10 +43,12 @@ SERIES = [
     '0009-api-accelerator-actions.patch',
     '0010-policies-accelerator-actions.patch',
     '0011-compute-utils-delete-all-arqs.patch',
+    '0012-extra-spec-device-profile-name.patch',
 ]
 TOUCHED = [
     'nova/accelerator/cyborg.py',
     'nova/api/openstack/compute/routes.py',
+    'nova/api/validation/extra_specs/accel.py',
     'nova/cmd/manage.py',
     'nova/compute/api.py',
     'nova/compute/manager.py',
@@ -92,12 +94,16 @@ ROUTING = {
         'from nova_cyborg import policies as nc_policies',
         'nc_policies.list_rules()',
     ],
+    'nova/api/validation/extra_specs/accel.py': [
+        "'pattern': r'[^\\s,]+',",
+    ],
     'nova/compute/utils.py': [
         'nc_cleanup.delete_arqs_if_needed(context, instance, arq_uuids)',
     ],
     'nova/compute/api.py': [
         'nc_api.check_operation(func.__name__, instance)',
         'nc_api.check_new_flavor(context, new_flavor)',
+        'if dp_name is not None:',
     ],
     'nova/conductor/tasks/migrate.py': [
         'nc_move.add_profile_groups(self.context, self.request_spec,',
@@ -201,7 +207,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 11 patch(es), 11 file(s)', out)
+        self.assertIn('Applied 12 patch(es), 12 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -268,7 +274,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 11 patch(es), 11 file(s)', out)
+        self.assertIn('Reverted 12 patch(es), 12 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')

@@ -64,8 +64,24 @@ class MdevManagerTest(testtools.TestCase):
                      ('0000:3c:00.0', 'nvidia-35', UUID)]:
             self.assertRaises(exception.SidecarError, self.manager.create,
                               *args)
+        # Remove checks them all only for an mdev that exists.
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        for args in [('0000:3b:00.0\n', 'nvidia-35', UUID),
+                     ('../../x', 'nvidia-35', UUID),
+                     (GPU, 'nvidia-99', UUID),
+                     (GPU, '../nvidia-35', UUID),
+                     (GPU, 'nvidia-35', 'not-a-uuid'),
+                     ('0000:3c:00.0', 'nvidia-35', UUID)]:
             self.assertRaises(exception.SidecarError, self.manager.remove,
                               *args)
+        self.assertEqual([], self.calls)
+
+    def test_remove_of_a_missing_mdev_needs_only_its_uuid(self):
+        # Cyborg unbinding an ARQ whose create was refused: nothing to do.
+        self.manager.remove(GPU, '../nvidia-35', UUID)
+        self.manager.remove('../../x', '<xml/>', UUID)
+        self.assertRaises(exception.SidecarError, self.manager.remove,
+                          GPU, 'nvidia-35', '../' + UUID)
         self.assertEqual([], self.calls)
 
     def test_remove(self):
