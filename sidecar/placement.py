@@ -137,6 +137,40 @@ class PlacementClient:
                        lambda: self._put_reserved(rp_uuid, reserved_of))
         LOG.info('Restored the reserved inventory of provider %s', rp_uuid)
 
+    def set_total(self, rp_uuid, resource_class, total):
+        """Make the ``resource_class`` inventory of ``rp_uuid`` offer
+        ``total`` units, as cyborg-conductor writes it (``total`` and
+        ``max_unit``; ``reserved`` is capped at the total). An inventory
+        that is not there is left alone. Returns True if it was changed.
+        """
+        url = self._inventories_url(rp_uuid)
+
+        def put():
+            body = self._call('GET', url).json()
+            inventories = body.get('inventories', {})
+            inv = inventories.get(resource_class)
+            if inv is None or (inv['total'], inv.get('max_unit')) == (
+                    total, total):
+                return False
+            new = dict(inventories)
+            new[resource_class] = dict(
+                inv, total=total, max_unit=total,
+                reserved=min(inv.get('reserved', 0), total))
+            self._call('PUT', url, json={
+                'resource_provider_generation':
+                    body['resource_provider_generation'],
+                'inventories': new})
+            return True
+
+        changed = self._retrying(
+            'setting the %s total of %s' % (resource_class, rp_uuid), put)
+        if changed:
+            LOG.warning('Provider %(rp)s offered a %(rc)s total other than '
+                        'the %(total)d reported; set it',
+                        {'rp': rp_uuid, 'rc': resource_class,
+                         'total': total})
+        return changed
+
     # Traits ----------------------------------------------------------------
 
     def _ensure_traits(self, traits):

@@ -7,6 +7,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from sidecar import exception
+from sidecar import report
 from sidecar import rpc
 
 LOG = logging.getLogger(__name__)
@@ -103,15 +104,44 @@ class Sidecar:
         context = rpc.admin_context()
         try:
             devices = self.inventory.discover()
-            self.reporter.report(context, devices)
+            sent = self.reporter.report(context, devices)
         except Exception:
             LOG.exception('Reporting to cyborg-conductor failed; the full '
                           'device list is sent again next cycle')
             self.reporter.invalidate()
+        else:
+            if sent:
+                self._check_totals(devices)
         try:
             self.programs.housekeep()
         except Exception:
             LOG.exception('Checking programming promises failed')
+
+    def _check_totals(self, devices):
+        """Set the inventory totals the conductor should have written.
+
+        cyborg-conductor answers a report without an error when Placement
+        refused its inventory update (a generation conflict, HTTP 409):
+        its database then holds the new number of accelerators and
+        Placement the old one, for good, since the next report changes
+        nothing in its database. If this check fails, the report is sent
+        and checked again next cycle.
+        """
+        try:
+            for device in devices:
+                for dep in device.deployables:
+                    if dep.num_accelerators < 1:
+                        continue
+                    rp = self._placement.find_provider(
+                        report.deployable_name(self.conf.host, dep))
+                    if rp is not None:
+                        self._placement.set_total(rp, dep.resource_class,
+                                                  dep.num_accelerators)
+        except Exception:
+            LOG.exception('Checking the inventories in Placement after a '
+                          'report failed; the full device list is sent '
+                          'again next cycle')
+            self.reporter.invalidate()
 
     def _loop(self):
         interval = self.conf.sidecar.report_interval

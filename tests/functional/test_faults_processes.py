@@ -44,6 +44,17 @@ Cases and outcomes:
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
+* a generation conflict (HTTP 409) on cyborg-conductor's inventory update
+  while the sidecar reports a VF gone: the conductor ignores it and
+  answers the report, its database saying 3 VFs and Placement 4, for good
+  (the next report changes nothing in its database). Fixed in the
+  sidecar: after each report it checks the providers' totals and sets
+  the one the conductor should have written. Three servers then boot, a
+  fourth fails with "No valid host".
+* Placement down (connections refused) while the sidecar reports: the
+  conductor fails the report, the sidecar sends it again each cycle, and
+  once Placement is back the inventory follows; three servers boot, a
+  fourth fails with "No valid host".
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -184,6 +195,27 @@ class ProcessFaultBase(base.AcceleratorTestBase):
         image = self.create_bitstream(function_id, extra=extra)
         return self.create_profile_flavor(
             [{'resources:FPGA': '1', 'accel:bitstream_id': image}])[1]
+
+    # Placement as Cyborg and the sidecars reach it (a loopback server)
+
+    def placement_app(self, wrapper):
+        """Put ``wrapper(app)`` in front of the Placement app that Cyborg
+        and the sidecars call."""
+        server, app = self.served[0]
+        server.set_app(wrapper(app))
+
+    def placement_down(self):
+        """Stop the loopback server: connections are refused."""
+        server, _app = self.served[0]
+        loopback.stop(server)
+
+    def placement_back(self):
+        """Serve Placement on its port again."""
+        server, app = self.served[0]
+        new, url = loopback.serve(server.get_app(), port=server.server_port)
+        self.addCleanup(loopback.stop, new)
+        self.assertEqual(self.placement_url, url)
+        self.served[0] = (new, app)
 
     # Servers
 
@@ -527,6 +559,105 @@ class CyborgKilledTest(ProcessFaultBase):
         self.assert_accelerated(server2, 1)
         self.delete_all([server, server2])
         self.assert_no_leaks()
+
+
+class ConflictOnce:
+    """WSGI middleware in front of Placement: before the first request that
+    ``match(method, path)`` selects, another writer updates the provider
+    (a trait is added and removed: its generation moves by two), so the request
+    meets a generation conflict. Records who sent the requests (the
+    sidecar or another) and the statuses answered."""
+
+    def __init__(self, test, match):
+        self.test = test
+        self.match = match
+        self.statuses = []
+        self.app = None
+
+    def __call__(self, app):
+        self.app = app
+        return self.handle
+
+    def handle(self, environ, start_response):
+        method, path = environ['REQUEST_METHOD'], environ['PATH_INFO']
+        if not self.match(method, path):
+            return self.app(environ, start_response)
+        if not self.statuses:
+            rp = path.split('/')[2]
+            url = '/resource_providers/%s/traits' % rp
+            body = self.test.placement.get(url, version='1.6').body
+            traits = body['traits']
+            generation = body['resource_provider_generation']
+            for written in (traits + ['HW_CPU_X86_AVX'], traits):
+                generation = self.test.placement.put(url, {
+                    'resource_provider_generation': generation,
+                    'traits': written}, version='1.6').body[
+                        'resource_provider_generation']
+
+        sender = ('sidecar' if 'nova-cyborg-sidecar' in environ.get(
+            'HTTP_USER_AGENT', '') else 'other')
+
+        def record(status, headers, exc_info=None):
+            self.statuses.append((sender, int(status.split()[0])))
+            return start_response(status, headers, exc_info)
+        return self.app(environ, record)
+
+
+class PlacementReportTest(ProcessFaultBase):
+    """A generation conflict and an outage of Placement while the sidecar
+    reports (cyborg-conductor writes Placement)."""
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1', num_vfs=4)
+        (self.pf,) = self.pf_bdfs('compute1')
+        self.name = 'compute1_' + self.pf
+        self.sidecar = self.sidecars['compute1']
+        host = self.hosts['compute1']
+        # A VF disappears: the next report lowers the inventory to 3.
+        host.remove_function(max(host.functions[self.pf].virtfns.values()))
+
+    def assert_reported(self, total):
+        self.assertEqual(total, self.inventory(self.name)['FPGA']['total'])
+        (deployable,) = self.cyborg.list_deployables()
+        self.assertEqual(total, deployable['num_accelerators'])
+        self.assertFalse(self.sidecar.cycle())
+
+    def assert_boots(self, count):
+        """``count`` servers fit on the device, and not one more."""
+        _name, flavor = self.create_profile_flavor(PROFILE)
+        servers = [self.boot(flavor) for _ in range(count)]
+        for server in servers:
+            self.assert_accelerated(server, 1)
+        extra = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('No valid host', extra['fault']['message'])
+        self.assert_no_leaks(servers)
+        self.delete_all(servers + [extra])
+        self.assert_no_leaks()
+
+    def test_inventory_conflict_while_reporting(self):
+        conflict = ConflictOnce(self, lambda method, path: (
+            method == 'PUT' and path.endswith('/inventories')))
+        self.placement_app(conflict)
+        # The conductor's inventory update meets the conflict, which it
+        # ignores: it answers the report, its database says 3 and
+        # Placement 4. The sidecar checks the totals after a report and
+        # sets the one the conductor should have written.
+        self.assertTrue(self.sidecar.cycle())
+        self.assertEqual([('other', 409), ('sidecar', 200)],
+                         conflict.statuses)
+        self.assert_reported(3)
+        self.assert_boots(3)
+
+    def test_placement_down_while_reporting(self):
+        self.placement_down()
+        self.assertFalse(self.sidecar.cycle())
+        self.assertFalse(self.sidecar.cycle())
+        self.assertEqual(4, self.inventory(self.name)['FPGA']['total'])
+        self.placement_back()
+        self.assertTrue(self.sidecar.cycle())
+        self.assert_reported(3)
+        self.assert_boots(3)
 
 
 class PlacementSchedulingTest(ProcessFaultBase):

@@ -143,6 +143,34 @@ class PlacementClientTest(testtools.TestCase):
                                 self.client.reserve_all, RP)
         self.assertIn('Placement is unreachable (PUT ', str(exc))
 
+    # set_total (after a report whose inventory update the conductor lost)
+
+    def test_set_total(self):
+        self.requests.get(INV_URL, json=_inventories(3, FPGA=2))
+        self.requests.put(INV_URL, json=_inventories(4))
+        self.assertTrue(self.client.set_total(RP, 'FPGA', 1))
+        (put,) = self._puts(INV_URL)
+        body = put.json()
+        self.assertEqual(3, body['resource_provider_generation'])
+        # total and max_unit set, reserved capped; the rest untouched.
+        self.assertEqual(dict(_inv(2), total=1, max_unit=1, reserved=1),
+                         body['inventories']['FPGA'])
+        self.assertEqual(_inv(8, 1), body['inventories']['CUSTOM_FPGA_MEM'])
+
+    def test_set_total_unchanged_writes_nothing(self):
+        self.requests.get(INV_URL, json=_inventories(3))
+        self.assertFalse(self.client.set_total(RP, 'FPGA', 2))
+        self.assertFalse(self.client.set_total(RP, 'VGPU', 4))
+        self.assertEqual([], self._puts(INV_URL))
+
+    def test_set_total_retries_generation_conflict(self):
+        self.requests.get(INV_URL, [{'json': _inventories(3)},
+                                    {'json': _inventories(5)}])
+        self.requests.put(INV_URL, [_conflict(), {'json': _inventories(6)}])
+        self.assertTrue(self.client.set_total(RP, 'FPGA', 3))
+        self.assertEqual([3, 5], [p.json()['resource_provider_generation']
+                                  for p in self._puts(INV_URL)])
+
     def test_reserve_all_already_reserved_writes_nothing(self):
         self.requests.get(INV_URL, json=_inventories(
             3, FPGA=2, CUSTOM_FPGA_MEM=8))
