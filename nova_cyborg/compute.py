@@ -112,9 +112,11 @@ def build_failure(instance, exc):
     attach handle, Cyborg unreachable) aborts the build with a fault that
     says why.
     """
-    msg = build_fault_message(exc)
     if (isinstance(exc, exception.AcceleratorRequestNotBound) and
             exc.kwargs.get('state') == 'BindFailed'):
-        return nova_exception.ComputeResourcesUnavailable(reason=msg)
-    return nova_exception.BuildAbortException(reason=msg,
-                                              instance_uuid=instance.uuid)
+        # Short: when no host is left, this reason ends a fault that Nova
+        # cuts at 255 characters, after the conductor's own words.
+        return nova_exception.ComputeResourcesUnavailable(
+            reason=exc.format_message())
+    return nova_exception.BuildAbortException(
+        reason=build_fault_message(exc), instance_uuid=instance.uuid)

@@ -25,10 +25,9 @@ allocation, no usage of any device provider, no domain):
   bind that failed on one host may work on another). With a second host
   the server is ACTIVE there with a new ARQ, nothing is left on the
   first. With a single host: ERROR, nothing left, and a boot then works;
-  bug: the fault only says "Exhausted all hosts available for retrying
-  build failures" (the conductor's, which replaces the compute's), and
-  neither it nor the instance action names the ARQ or BindFailed (that
-  check is skipped). The same for Cyborg's own ``failed`` event when the
+  the fault says "Exhausted all hosts available for retrying build
+  failures" and, since patch 0002 keeps it, the last host's failure: the
+  ARQ and BindFailed. The same for Cyborg's own ``failed`` event when the
   FPGA refuses the bitstream; no reservation of the FPGA is left.
 * events for an ARQ nobody waits for (``completed`` and ``failed``) and
   for an unknown server, while the boot waits: Nova answers 207 (404 for
@@ -56,7 +55,6 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
-import testtools  # noqa: E402
 from nova.compute import api as compute_api  # noqa: E402
 from nova.compute import manager as compute_manager  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
@@ -301,14 +299,6 @@ class BindEventFaultTest(FailedBootChecks, base.AcceleratorTestBase):
         self.assert_clean(server)
         self.assert_handles_free()
 
-    @testtools.skip(
-        'Bug: a bind that Cyborg reports failed is rescheduled '
-        '(nova_cyborg.compute.build_failure raises '
-        'ComputeResourcesUnavailable); when no alternate host is left, the '
-        'conductor\'s MaxRetriesExceeded fault ("Exhausted all hosts '
-        'available for retrying build failures") replaces the compute\'s, '
-        'and neither the fault nor the instance action names the ARQ or '
-        'BindFailed')
     def test_failed_event_on_the_only_host_fault_says_why(self):
         server, arq = self._failed_event_on_the_only_host()
         self.assertIn('Accelerator request %s is BindFailed' % arq,
@@ -432,8 +422,7 @@ class FailedProgrammingTest(FailedBootChecks, base.AcceleratorTestBase):
             [{'resources:FPGA': '1', 'accel:bitstream_id': image}])
         self.start_accel_compute('compute1')
         server = self.wait_error(self.post_server(flavor))
-        # Rescheduled, no host left; the reason is lost (see the skipped
-        # test_failed_event_on_the_only_host_fault_says_why).
+        # Rescheduled, no host left.
         self.assertIn('Exhausted all hosts available for retrying build '
                       'failures', self.fault(server))
         self.assert_clean(server)

@@ -70,6 +70,7 @@ ROUTING = {
         'from nova_cyborg import conductor as nc_conductor',
         'return nc_conductor.create_and_bind_arqs(',
         "{'vm_state': vm_states.ERROR, 'task_state': None},",
+        "'build failures. Last failure: %s'",
     ],
     'nova/compute/manager.py': [
         'from nova_cyborg import compute as nc_compute',
