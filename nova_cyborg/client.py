@@ -17,10 +17,20 @@ what matters:
 * deleting by UUID tolerates ARQs that are already gone, so cleanup is
   idempotent;
 * ``get_arqs_for_instance`` returns an empty list for an instance that has
-  none instead of raising, so cleanup paths never fail on it.
+  none instead of raising, so cleanup paths never fail on it;
+* only calls that may safely be repeated are retried (see
+  :data:`RETRIED_METHODS`).
 
-The endpoint, timeouts and retries come from Nova's ``[cyborg]`` group
-(keystoneauth adapter and session options).
+The endpoint, timeout and retries come from Nova's ``[cyborg]`` group
+(keystoneauth adapter and session options). Retries: reads (GET) and
+deletions (DELETE) are retried on a connection failure or timeout up to
+``connect_retries`` times and on HTTP 429/503 (``retriable_status_codes``)
+up to ``status_code_retries`` times, :data:`DEFAULT_RETRIES` times each if
+unset; creating (POST) and binding or unbinding (PATCH) are never retried,
+whatever those options say, because keystoneauth cannot tell a request
+Cyborg never received from one whose answer was lost: a create sent again
+makes duplicate ARQs, a bind sent again meets ARQs Cyborg is already
+binding.
 """
 
 import threading
@@ -47,6 +57,16 @@ ARQ_URL = '/accelerator_requests'
 #: ARQ states in which Cyborg has finished binding, one way or the other.
 RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
 
+#: HTTP methods whose calls are retried: repeating one has the effect of
+#: one call. Reads; and deletions, which Cyborg makes idempotent by
+#: instance, and this client by UUID (an ARQ already gone counts as
+#: deleted).
+RETRIED_METHODS = frozenset(('get', 'delete'))
+
+#: Retries of a call of RETRIED_METHODS when the ``[cyborg]`` option is
+#: unset (as Nova's own ``[cinder]`` and ``[neutron]`` ``http_retries``).
+DEFAULT_RETRIES = 3
+
 _SESSION = None
 _SESSION_LOCK = threading.Lock()
 
@@ -67,6 +87,21 @@ def _get_session():
 
 def get_client(context):
     return CyborgClient(context)
+
+
+def _retries(method):
+    """keystoneauth's retry arguments for one call with ``method``.
+
+    Per request, so they override the adapter's, which applies the
+    ``[cyborg]`` options to every method.
+    """
+    if method not in RETRIED_METHODS:
+        return {'connect_retries': 0, 'status_code_retries': 0}
+    retries = {}
+    for option in ('connect_retries', 'status_code_retries'):
+        value = getattr(CONF.cyborg, option)
+        retries[option] = DEFAULT_RETRIES if value is None else value
+    return retries
 
 
 def _error_text(resp):
@@ -135,18 +170,28 @@ class CyborgClient(object):
     def _call(self, op, method, url, expected, **kwargs):
         """Call Cyborg and return the response if its status is expected.
 
-        :raises: CyborgError naming ``op``, on a connection failure or an
-            unexpected status.
+        Retried only if ``method`` is in RETRIED_METHODS (see
+        :func:`_retries`).
+
+        :raises: CyborgError naming ``op``, on a connection failure, a
+            timeout or an unexpected status.
         """
+        kwargs.update(_retries(method))
+        call = '%s %s' % (method.upper(), url)
         try:
             resp = getattr(self._get_adapter(op), method)(url, **kwargs)
+        except ks_exc.ConnectTimeout as e:
+            # Connecting or reading took longer than [cyborg] timeout.
+            raise exception.CyborgError(op=op, msg=_(
+                'Cyborg did not answer %(call)s in time: %(error)s') % {
+                    'call': call, 'error': e})
         except ks_exc.ClientException as e:
-            raise exception.CyborgError(
-                op=op, msg=_('could not reach Cyborg: %s') % e)
+            raise exception.CyborgError(op=op, msg=_(
+                'could not reach Cyborg for %(call)s: %(error)s') % {
+                    'call': call, 'error': e})
         if resp.status_code not in expected:
-            msg = _('Cyborg answered HTTP %(status)s to %(method)s %(url)s: '
-                    '%(error)s') % {'status': resp.status_code,
-                                    'method': method.upper(), 'url': url,
+            msg = _('Cyborg answered HTTP %(status)s to %(call)s: '
+                    '%(error)s') % {'status': resp.status_code, 'call': call,
                                     'error': _error_text(resp)}
             raise exception.CyborgError(op=op, status=resp.status_code,
                                         msg=msg)

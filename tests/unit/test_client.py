@@ -405,3 +405,145 @@ class UnbindAndDeleteStrictlyTest(ClientTestBase):
                                 self.client.delete_arqs_strictly, [uuids.a0])
         self.assertIsNone(exc.status)
         self.assertIn('could not reach Cyborg', exc.format_message())
+
+
+class RetryPolicyTest(ClientTestBase):
+    """Only reads and deletions are retried, and only so many times.
+
+    keystoneauth applies the adapter's ``[cyborg]`` retry options to every
+    method; a create or bind sent again after its answer was lost would
+    make duplicate ARQs or meet ARQs Cyborg is already binding.
+    """
+
+    BINDINGS = {uuids.a0: {'hostname': 'h1', 'device_rp_uuid': uuids.rp,
+                           'instance_uuid': uuids.inst}}
+
+    def setUp(self):
+        super().setUp()
+        self.enable_service_token()
+        self.flags(connect_retries=2, status_code_retries=2,
+                   connect_retry_delay=0.01, status_code_retry_delay=0.01,
+                   group='cyborg')
+        self.client = client.get_client(self.context)
+        self.mark()
+
+    def mark(self):
+        self._seen = len(self.requests.request_history)
+
+    def calls(self):
+        """Requests sent since the last mark()."""
+        return len(self.requests.request_history) - self._seen
+
+    @staticmethod
+    def _failures():
+        import requests
+        return [{'exc': requests.exceptions.ConnectionError},
+                {'exc': requests.exceptions.ReadTimeout},
+                {'status_code': 503, 'json': {'error_message': 'busy'}}]
+
+    def test_get_retried_until_it_works(self):
+        for failure in self._failures():
+            self.mark()
+            self.requests.get(ARQS, [failure, {'json': {'arqs': []}}])
+            self.assertEqual([], self.client.get_arqs_for_instance(
+                uuids.inst))
+            self.assertEqual(2, self.calls(), failure)
+
+    def test_get_retries_are_bounded(self):
+        import requests
+        self.requests.get(ARQS, exc=requests.exceptions.ConnectionError)
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.get_arqs_for_instance, uuids.inst)
+        self.assertIn('could not reach Cyborg', exc.format_message())
+        self.assertEqual(3, self.calls())
+
+        self.mark()
+        self.requests.get(PROFILES, status_code=503,
+                          json={'error_message': 'busy'})
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                self.client.get_device_profile_groups, 'dp1')
+        self.assertIn('HTTP 503', exc.format_message())
+        self.assertEqual(3, self.calls())
+
+    def test_timeout_says_so(self):
+        import requests
+        self.requests.get(ARQS, exc=requests.exceptions.ReadTimeout)
+        exc = self.assertRaises(exception.CyborgError,
+                                self.client.get_arqs_for_instance, uuids.inst)
+        self.assertIn('Cyborg did not answer GET /accelerator_requests in '
+                      'time', exc.format_message())
+        self.assertEqual(3, self.calls())
+
+    def test_delete_retried_until_it_works(self):
+        for failure in self._failures():
+            self.mark()
+            self.requests.delete(ARQS, [failure, {'status_code': 204}])
+            self.client.delete_arqs_for_instance(uuids.inst)
+            self.assertEqual(2, self.calls(), failure)
+
+    def test_delete_by_uuid_retried_after_a_lost_answer(self):
+        # The first answer was lost after Cyborg deleted the ARQs: the
+        # retry gets 404, the ARQs one by one 404 too, all counted as gone.
+        import requests
+        self.requests.delete(ARQS, [
+            {'exc': requests.exceptions.ReadTimeout},
+            {'status_code': 404, 'json': {'error_message': 'not found'}}])
+        self.client.delete_arqs_strictly([uuids.a0, uuids.a1])
+        self.assertEqual(
+            ['%s,%s' % (uuids.a0, uuids.a1)] * 2 + [uuids.a0, uuids.a1],
+            [r.qs['arqs'][0] for r in
+             self.requests.request_history[self._seen:]])
+
+    def test_create_never_retried(self):
+        for failure in self._failures():
+            self.mark()
+            self.requests.post(ARQS, [failure, {
+                'status_code': 201, 'json': {'arqs': [_arq(uuids.a0)]}}])
+            self.assertRaises(exception.CyborgError,
+                              self.client.create_arqs, 'dp1')
+            self.assertEqual(1, self.calls(), failure)
+
+    def test_bind_and_unbind_never_retried(self):
+        for failure in self._failures():
+            self.mark()
+            self.requests.patch(ARQS, [failure, {'status_code': 202}])
+            self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                              self.client.bind_arqs, self.BINDINGS)
+            self.assertEqual(1, self.calls(), failure)
+
+            self.mark()
+            self.requests.patch(ARQS, [failure, {'status_code': 202}])
+            self.assertRaises(exception.CyborgError,
+                              self.client.unbind_arqs, [uuids.a0])
+            self.assertEqual(1, self.calls(), failure)
+
+    def test_unset_options_retry_reads_a_few_times(self):
+        import requests
+        self.flags(connect_retries=None, status_code_retries=None,
+                   group='cyborg')
+        self.requests.get(ARQS, exc=requests.exceptions.ConnectionError)
+        self.assertRaises(exception.CyborgError,
+                          self.client.get_arqs_for_instance, uuids.inst)
+        self.assertEqual(1 + client.DEFAULT_RETRIES,
+                         self.calls())
+
+        self.mark()
+        self.requests.get(ARQS, status_code=503)
+        self.assertRaises(exception.CyborgError,
+                          self.client.get_arqs_for_instance, uuids.inst)
+        self.assertEqual(1 + client.DEFAULT_RETRIES,
+                         self.calls())
+
+        self.mark()
+        self.requests.post(ARQS, exc=requests.exceptions.ConnectionError)
+        self.assertRaises(exception.CyborgError,
+                          self.client.create_arqs, 'dp1')
+        self.assertEqual(1, self.calls())
+
+    def test_zero_disables_retries(self):
+        import requests
+        self.flags(connect_retries=0, status_code_retries=0, group='cyborg')
+        self.requests.delete(ARQS, exc=requests.exceptions.ConnectionError)
+        self.assertRaises(exception.CyborgError,
+                          self.client.delete_arqs_for_instance, uuids.inst)
+        self.assertEqual(1, self.calls())
