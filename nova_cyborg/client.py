@@ -357,25 +357,30 @@ class CyborgClient(object):
         others are deleted one by one then, so none is left behind.
         Failures are logged, not raised: cleanup must not mask the error
         that caused it.
+
+        :returns: the UUIDs that could not be deleted.
         """
         arq_uuids = [u for u in (arq_uuids or []) if u]
         if not arq_uuids:
-            return
+            return []
         try:
             self._call(_('delete'), 'delete', ARQ_URL, (204,),
                        params={'arqs': ','.join(arq_uuids)})
-            return
+            return []
         except exception.CyborgError as e:
             if len(arq_uuids) == 1 and e.status == 404:
-                return
+                return []
             LOG.info('Deleting ARQs %s together failed (%s); deleting them '
                      'one by one', ','.join(arq_uuids), e)
+        failed = []
         for arq_uuid in arq_uuids:
             try:
                 self._call(_('delete'), 'delete', ARQ_URL, (204, 404),
                            params={'arqs': arq_uuid})
             except exception.CyborgError as e:
                 LOG.error('Failed to delete ARQ %s: %s', arq_uuid, e)
+                failed.append(arq_uuid)
+        return failed
 
     def delete_arqs_strictly(self, arq_uuids):
         """Delete the given bound ARQs; those already gone count as deleted.

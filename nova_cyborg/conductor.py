@@ -32,6 +32,7 @@ from nova.scheduler.client import report
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
+from nova_cyborg import move
 
 LOG = logging.getLogger(__name__)
 
@@ -122,6 +123,23 @@ def _delete_leftovers(cyclient, instance):
         cyclient.delete_arqs_for_instance(instance.uuid)
 
 
+def _retire(instance, arq_uuids):
+    """Remember ARQs Cyborg could not delete, so that deleting the server
+    deletes them (nova_cyborg.cleanup): no longer bound to the instance,
+    they would be out of reach of a delete by instance."""
+    if not arq_uuids:
+        return
+    try:
+        retired = move.entries(instance, move.RETIRED_PREFIX)
+        move.store(instance, move.RETIRED_PREFIX, retired + [
+            u for u in arq_uuids if u not in retired])
+        instance.save()
+    except Exception as e:  # noqa: B902 (cleanup must not mask the error)
+        LOG.error('Could not remember ARQs %(arqs)s for deletion with the '
+                  'server: %(err)s', {'arqs': ','.join(arq_uuids), 'err': e},
+                  instance=instance)
+
+
 def create_and_bind_arqs(context, instance, hostname, request_spec,
                          requested_networks=None):
     """Create the instance's ARQs, map them to providers, start binding.
@@ -154,7 +172,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                   'failed; deleting ARQs %(arqs)s: %(err)s',
                   {'host': hostname, 'arqs': ','.join(created), 'err': msg},
                   instance=instance)
-        cyclient.delete_arqs_by_uuid(created)
+        _retire(instance, cyclient.delete_arqs_by_uuid(created))
         _free_allocation(context, instance, hostname)
         raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=msg)
     LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,

@@ -40,8 +40,8 @@ Cases and outcomes:
   /accelerator_requests``); the conductor deletes the ARQ (when slow, Cyborg
   had bound it meanwhile) and frees the allocation.
 * bind 5xx, then the conductor's delete of its new ARQ unreachable: ERROR
-  with the reason, the allocation is freed, but the unbound ARQ stays (bug:
-  skipped).
+  with the reason, the allocation is freed; the conductor keeps the ARQ's
+  UUID with the server, and deleting the server deletes it.
 * read unreachable, slow or 5xx: ERROR, fault "Build of instance <uuid>
   aborted: Failure getting accelerator requests: Failed to get accelerator
   requests: ... GET /accelerator_requests ..."; the compute deletes the
@@ -104,12 +104,6 @@ BUG_LOST_CREATE = (
     'bound to nothing: Nova never learns their UUIDs '
     '(nova_cyborg.conductor.create_and_bind_arqs; Cyborg\'s POST '
     '/accelerator_requests takes no instance or idempotency key)')
-BUG_LOST_CLEANUP = (
-    'Bug: when the conductor cannot delete the ARQs it created after a '
-    'failed bind, it only logs their UUIDs '
-    '(nova_cyborg.conductor.create_and_bind_arqs -> delete_arqs_by_uuid); '
-    'the unbound ARQs stay in Cyborg for good, deleting the server does '
-    'not delete them')
 
 
 def refused_endpoint(test):
@@ -486,13 +480,12 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         # Together, then one by one; each call retried, then logged.
         self.assertEqual(2, cleanup.calls)
         self.assertEqual({}, self.allocations(server['id']))
+        # The conductor remembered the ARQ it could not delete: deleting
+        # the server deletes it.
         self._delete_server(server)
-        stray = self.stray_arqs()
-        self.wait_clean(stray)
-        self.assert_recovers(stray)
-        if stray:
-            self.skipTest(BUG_LOST_CLEANUP)
+        self.assertEqual([], self.stray_arqs())
         self.wait_clean()
+        self.assert_recovers()
 
     # ARQ get (nova-compute, waiting for the binding)
 

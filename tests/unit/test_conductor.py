@@ -83,6 +83,22 @@ class CreateAndBindTest(test_client.ClientTestBase):
             [('POST', None), ('PATCH', None),
              ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
 
+    def test_arqs_not_deleted_are_kept_with_the_server(self):
+        # Cyborg fails the bind, then the cleanup: the ARQs, no longer
+        # reachable by a delete by instance, are remembered for deletion
+        # with the server (nova_cyborg.cleanup).
+        self.instance.system_metadata = {}
+        self.requests.patch(ARQS, status_code=500)
+        self.requests.delete(ARQS, status_code=503)
+        self.useFixture(fixtures.MockPatchObject(objects.Instance, 'save'))
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.call)
+        self.assertEqual(
+            {'nova_cyborg_retired_arq_0': uuids.a0,
+             'nova_cyborg_retired_arq_1': uuids.a1},
+            self.instance.system_metadata)
+        objects.Instance.save.assert_called_once_with()
+
     def test_evacuation_failure_frees_the_destination_only(self):
         # The scheduler merged the destination into the allocation that
         # holds the current host: only the destination's part goes.
