@@ -41,6 +41,15 @@ Cases and outcomes:
 * the same with two FPGAs of one VF each: the refused claim is tried again
   with the host's next candidate (nova_cyborg.scheduler.claim), and both
   servers are ACTIVE, one on each FPGA.
+* RabbitMQ restarted (a private broker of the test, see PrivateBroker;
+  the shared one is never touched) under cyborg-conductor and the
+  sidecar: the sidecar's report of a change goes through once both have
+  reconnected (a failed one is sent again at the next cycle), and the
+  inventory follows. A boot asking for a bitstream then programs the
+  card (the conductor's call reaches the sidecar again) and is ACTIVE.
+* RabbitMQ restarted while the conductor waits for the sidecar's
+  fpga_program: both reconnect, the answer reaches the conductor, the
+  boot ends ACTIVE with the new function.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
@@ -62,6 +71,7 @@ from tests.functional import base  # noqa: F401,I100
 
 import os  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -74,6 +84,7 @@ from nova.scheduler.client import report  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
+from tests.functional.harness import broker as broker_mod  # noqa: E402
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
@@ -519,6 +530,140 @@ class SidecarKilledTest(ProcessFaultBase):
     def cyborg_log(self):
         with open(self.cyborg.log_path) as f:
             return f.read()
+
+
+def _free_port(also=0):
+    """A free loopback port P (with P + ``also`` free too)."""
+    for _attempt in range(50):
+        with socket.socket() as sock:
+            sock.bind(('127.0.0.1', 0))
+            port = sock.getsockname()[1]
+        if not also:
+            return port
+        if port + also < 65536:
+            with socket.socket() as sock:
+                try:
+                    sock.bind(('127.0.0.1', port + also))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError('no free port pair')
+
+
+class PrivateBroker(fixtures.Fixture):
+    """A RabbitMQ node of its own, started with ``tools/rabbitmq`` in its
+    own state directory, on free ports and with its own node name, and
+    stopped at cleanup; the shared broker of the other tests (port 5672)
+    is never touched. While it runs, the environment names it, so that
+    :class:`tests.functional.harness.broker.BrokerFixture` (and its
+    ``rabbitmqctl``) use it: set up before the test's services.
+
+    :meth:`restart` stops and starts the node. ``tools/rabbitmq start``
+    starts from an empty node, so the vhosts are created again after it
+    (a real broker keeps its definitions across a restart).
+    """
+
+    def _setUp(self):
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        # The Erlang distribution port is the AMQP port + 20000.
+        self.port = _free_port(also=20000)
+        self.env = {
+            'NOVA_CYBORG_RABBIT_DIR': self.dir,
+            'NOVA_CYBORG_RABBIT_PORT': str(self.port),
+            'NOVA_CYBORG_RABBIT_MGMT_PORT': '0',
+            'NOVA_CYBORG_RABBIT_NODE': 'nova-cyborg-faults-%d-%d@localhost'
+                                       % (os.getpid(), self.port)}
+        self.vhosts = []
+        self._tool('start')
+        self.addCleanup(self._tool, 'stop')
+        for name, value in self.env.items():
+            self.useFixture(fixtures.EnvironmentVariable(name, value))
+
+    def _tool(self, command):
+        proc = subprocess.run(
+            [broker_mod.RABBIT_TOOL, command], env=dict(os.environ,
+                                                        **self.env),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, timeout=180)
+        if proc.returncode:
+            raise broker_mod.BrokerError('tools/rabbitmq %s: exit %s: %s' % (
+                command, proc.returncode, proc.stdout.decode()))
+
+    def restart(self, vhosts=()):
+        """Stop the node, start it again, create ``vhosts`` (the
+        BrokerFixtures whose vhost the node had) again."""
+        self._tool('stop')
+        self._tool('start')
+        for fixture in vhosts:
+            fixture._create_vhost()
+
+
+class RabbitRestartTest(ProcessFaultBase):
+    """The broker restarted under cyborg-conductor and the sidecar."""
+
+    CYBORG_RPC_TIMEOUT = 20
+
+    def setUp(self):
+        self.rabbit = self.useFixture(PrivateBroker())
+        super().setUp()
+        self.assertEqual(self.rabbit.port, self.broker.port)
+        self.start_glance()
+        self.start_accel_compute('compute1', function_ids=[F_OLD],
+                                 num_vfs=4, rpc_timeout=5)
+        (self.pf,) = self.pf_bdfs('compute1')
+        self.name = 'compute1_' + self.pf
+
+    def restart_broker(self):
+        self.rabbit.restart(vhosts=[self.broker])
+
+    def report_until_sent(self, timeout=120):
+        """Cycles until a report goes through (each failed one is sent
+        again); returns how many failed."""
+        failed = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.sidecars['compute1'].cycle():
+                return failed
+            failed += 1
+            time.sleep(1)
+        self.fail('no report went through in %d s' % timeout)
+
+    def test_report_after_a_restart(self):
+        self.restart_broker()
+        host = self.hosts['compute1']
+        host.remove_function(max(host.functions[self.pf].virtfns.values()))
+        self.report_until_sent()
+        self.assertEqual(3, self.inventory(self.name)['FPGA']['total'])
+        (deployable,) = self.cyborg.list_deployables()
+        self.assertEqual(3, deployable['num_accelerators'])
+
+    def test_boot_programs_after_a_restart(self):
+        self.restart_broker()
+        # The conductor's fpga_program call reaches the sidecar again.
+        server = self.boot(self.bitstream_flavor(F_A))
+        self.assert_accelerated(server, 1)
+        self.assertIn(test_sidecar.function_trait(F_A),
+                      self.traits(self.name))
+        self.assert_no_leaks([server])
+        self.delete_all([server])
+        self.assert_no_leaks()
+
+    def test_restart_while_the_conductor_waits_for_fpga_program(self):
+        # The broker goes while the sidecar programs the card: both ends
+        # reconnect, the conductor's reply queue is declared again and the
+        # sidecar's answer reaches it; the boot ends ACTIVE.
+        slow = self.bitstream_flavor(F_A, extra='sleep 6\n')
+        server = self.post_server(slow)
+        self.wait_for(lambda: self.inventory(self.name)['FPGA'][
+            'reserved'] == 4, 'the reservation while programming')
+        self.restart_broker()
+        (server,) = self.wait_settled([server], timeout=180)
+        self.assert_accelerated(server, 1)
+        self.assertIn(test_sidecar.function_trait(F_A),
+                      self.traits(self.name))
+        self.assert_no_leaks([server])
+        self.delete_all([server])
+        self.assert_no_leaks()
 
 
 class CyborgKilledTest(ProcessFaultBase):
