@@ -8,32 +8,63 @@ nothing, and no host has an mdev (the profiles ask for PCI VFs).
 
 Cases and outcomes:
 
-* nova-compute killed while it waits for Cyborg's bind event (Cyborg
-  binds meanwhile, nobody hears it), then restarted: the server goes to
-  ERROR keeping its ARQ and allocation; deleting it frees both, and a new
-  server gets the host's only VF.
-* nova-compute killed in a delete after the guest was destroyed and the
-  server marked DELETED, before its ARQ was deleted: the restarted
-  nova-compute completes the deletion and frees the allocation, but the
-  ARQ stays Bound (skipped: a bug in nova_cyborg, see the test).
-* Cyborg's API and conductor killed while a bind job waits for the
-  sidecar's fpga_program, then restarted with their database: nothing
-  finishes the bind; Nova gives up after ``arq_binding_timeout`` (ERROR,
-  "Timed out after N seconds waiting for Cyborg to bind") and deletes the
-  ARQ in the restarted Cyborg, and frees the allocation. The card was
-  programmed all the same: the sidecar gives the provider back and reports
-  the function. The restarted Cyborg binds the next server.
-* the sidecar daemon SIGKILLed while it programs the card for a boot
-  (the conductor waits for its fpga_program): the conductor's call times
-  out, the ARQ is BindFailed, Nova reschedules and, with no other host,
-  the server goes to ERROR ("Exceeded maximum number of retries") with no
-  ARQ and no allocation. Started again, the sidecar undoes the
-  reservation and the provider's function trait is the one the card
-  really holds; a boot then programs the card and is ACTIVE.
-* the sidecar dead (between two report cycles) when Cyborg asks it to
-  program the card for a boot: the call waits in its queue; started again
-  within the conductor's RPC timeout, the sidecar programs the card and
-  the boot ends ACTIVE with the new function trait.
+nova-compute killed (in the test process: its RPC server stops without
+waiting, and its thread in the operation is frozen where it was, holding
+no lock; see Freeze), then restarted:
+
+* mid-boot, while it waits for Cyborg's bind event (Cyborg binds
+  meanwhile, nobody hears it): the restarted service sets the server to
+  ERROR, which keeps its ARQ and allocation; deleting it frees both, and a
+  new server gets the host's only VF.
+* mid-delete, after the guest was destroyed and the server marked
+  DELETED, before its ARQ was deleted: the restarted service completes the
+  deletion and frees the allocation, but the ARQ stays Bound, its attach
+  handle in use, and the next server on that VF fails ("AttachHandle not
+  found"). Skipped: a bug in nova_cyborg (see the test).
+
+Cyborg's API and conductor (one child process) killed and restarted with
+their database:
+
+* while a bind job waits for the sidecar's fpga_program: nothing finishes
+  the bind; Nova gives up after ``arq_binding_timeout`` (ERROR, "Timed out
+  after N seconds waiting for Cyborg to bind"), deletes the ARQ in the
+  restarted Cyborg and frees the allocation. The card was programmed all
+  the same: the sidecar gives the provider back and reports the function.
+  The restarted Cyborg binds the next server.
+
+The sidecar daemon SIGKILLed (test_sidecar_daemon has it killed while
+programming outside a boot):
+
+* while it programs the card for a boot (the conductor waits for its
+  fpga_program): the conductor's call times out, the ARQ is BindFailed,
+  Nova reschedules and, with no other host, the server goes to ERROR
+  ("Exceeded maximum number of retries") with no ARQ and no allocation.
+  Started again, the sidecar undoes the reservation and the provider's
+  function trait is the one the card really holds; a boot then programs
+  the card and is ACTIVE.
+* dead (between two report cycles) when Cyborg asks it to program the
+  card for a boot: the call waits in its queue; started again within the
+  conductor's RPC timeout, the sidecar programs the card and the boot
+  ends ACTIVE with the new function trait.
+* started again while Placement is down: it says it cannot start
+  ("Placement is unreachable") and exits with an error, for its unit file
+  to restart it; started once Placement is back, it programs the card for
+  a boot, which is ACTIVE.
+
+RabbitMQ restarted (a private broker of the test, see PrivateBroker; the
+shared one is never touched):
+
+* under cyborg-conductor and the sidecar: the sidecar's report of a change
+  goes through once both have reconnected (a failed one is sent again at
+  the next cycle), and the inventory follows. A boot asking for a
+  bitstream then programs the card (the conductor's call reaches the
+  sidecar again) and is ACTIVE.
+* while the conductor waits for the sidecar's fpga_program: both
+  reconnect, the answer reaches the conductor, the boot ends ACTIVE with
+  the new function.
+
+Placement conflicts and outages:
+
 * two boots scheduled at the same time for a host's last free VF: both
   get it as candidate, Placement takes one claim and refuses the other
   (HTTP 409, capacity); that server fails with "No valid host" holding
@@ -41,15 +72,6 @@ Cases and outcomes:
 * the same with two FPGAs of one VF each: the refused claim is tried again
   with the host's next candidate (nova_cyborg.scheduler.claim), and both
   servers are ACTIVE, one on each FPGA.
-* RabbitMQ restarted (a private broker of the test, see PrivateBroker;
-  the shared one is never touched) under cyborg-conductor and the
-  sidecar: the sidecar's report of a change goes through once both have
-  reconnected (a failed one is sent again at the next cycle), and the
-  inventory follows. A boot asking for a bitstream then programs the
-  card (the conductor's call reaches the sidecar again) and is ACTIVE.
-* RabbitMQ restarted while the conductor waits for the sidecar's
-  fpga_program: both reconnect, the answer reaches the conductor, the
-  boot ends ACTIVE with the new function.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
@@ -57,7 +79,7 @@ Cases and outcomes:
   while the sidecar reports a VF gone: the conductor ignores it and
   answers the report, its database saying 3 VFs and Placement 4, for good
   (the next report changes nothing in its database). Fixed in the
-  sidecar: after each report it checks the providers' totals and sets
+  sidecar: after each report it checks its providers' totals and sets
   the one the conductor should have written. Three servers then boot, a
   fourth fails with "No valid host".
 * Placement down (connections refused) while the sidecar reports: the
@@ -366,8 +388,11 @@ class ComputeKilledTest(ProcessFaultBase):
             self.skipTest(
                 'Bug in nova_cyborg: ComputeManager._init_instance finishes '
                 'the deletion of a server left DELETED but not destroyed '
-                '(_complete_partial_deletion) without deleting its ARQs, '
-                'which stay Bound for good, their attach handles in use.')
+                '(_complete_partial_deletion) without deleting its ARQs '
+                '(nova_cyborg.cleanup is only called from _delete_instance '
+                'and the reaping of running deleted instances): they stay '
+                'Bound for good, their attach handles in use, and the next '
+                'server given that VF fails ("AttachHandle not found").')
         self.assert_nothing_left(server['id'])
         self.assert_no_leaks()
         server2 = self.boot(flavor)
@@ -387,6 +412,7 @@ class Daemon:
 
     def __init__(self, test, hostname):
         self.test = test
+        self.hostname = hostname
         glance = test.start_glance()
         base_dir = test.useFixture(fixtures.TempDir()).path
         self.sysfs_root = test.hosts[hostname].write(
@@ -406,9 +432,9 @@ class Daemon:
                               self.config))
         self.log = os.path.join(base_dir, 'sidecar.log')
         self.process = None
-        self.starts = 0
 
     def start(self, wait=True):
+        self.starts = self.started() + 1
         script = os.path.join(os.path.dirname(sys.executable),
                               'nova-cyborg-sidecar')
         self.process = subprocess.Popen(
@@ -417,9 +443,12 @@ class Daemon:
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.test.addCleanup(self.kill)
-        self.starts += 1
         if wait:
             self.wait_started()
+
+    def started(self):
+        return self.read_log().count('Sidecar for host %s started'
+                                     % self.hostname)
 
     def read_log(self):
         if not os.path.exists(self.log):
@@ -430,7 +459,7 @@ class Daemon:
     def wait_started(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.read_log().count('started') >= self.starts:
+            if self.started() >= self.starts:
                 return
             if self.process.poll() is not None:
                 break
@@ -524,6 +553,26 @@ class SidecarKilledTest(ProcessFaultBase):
         self.assertIn(test_sidecar.function_trait(F_A),
                       self.traits(self.name))
         self.assert_no_leaks([server])
+        self.delete_all([server])
+        self.assert_no_leaks()
+
+    def test_started_while_placement_is_down(self):
+        # Killed, and started again while Placement is down: it cannot
+        # find its provider, says why and exits with an error (its unit
+        # file restarts it); started once Placement is back, it serves
+        # the conductor again.
+        self.daemon.kill()
+        self.placement_down()
+        self.daemon.start(wait=False)
+        self.assertEqual(1, self.daemon.process.wait(timeout=60))
+        log = self.daemon.read_log()
+        self.assertIn('nova-cyborg-sidecar cannot start: Placement: '
+                      'Placement is unreachable', log)
+        self.placement_back()
+        self.daemon.start()
+        server = self.boot(self.bitstream_flavor(F_A))
+        self.assert_accelerated(server, 1)
+        self.assertEqual(F_A, self.loaded())
         self.delete_all([server])
         self.assert_no_leaks()
 
