@@ -18,9 +18,9 @@ no lock; see Freeze), then restarted:
   new server gets the host's only VF.
 * mid-delete, after the guest was destroyed and the server marked
   DELETED, before its ARQ was deleted: the restarted service completes the
-  deletion and frees the allocation, but the ARQ stays Bound, its attach
-  handle in use, and the next server on that VF fails ("AttachHandle not
-  found"). Skipped: a bug in nova_cyborg (see the test).
+  deletion, frees the allocation and deletes the ARQ (patch 0003; it was
+  left Bound, its attach handle in use, and the next server on that VF
+  failed), and a new server gets the VF.
 
 Cyborg's API and conductor (one child process) killed and restarted with
 their database:
@@ -384,15 +384,7 @@ class ComputeKilledTest(ProcessFaultBase):
         self.addCleanup(freeze.release)
         self._wait_until_deleted(server)
         self.assertEqual({}, self.allocations(server['id']))
-        if self.cyborg.list_arqs(server['id']):
-            self.skipTest(
-                'Bug in nova_cyborg: ComputeManager._init_instance finishes '
-                'the deletion of a server left DELETED but not destroyed '
-                '(_complete_partial_deletion) without deleting its ARQs '
-                '(nova_cyborg.cleanup is only called from _delete_instance '
-                'and the reaping of running deleted instances): they stay '
-                'Bound for good, their attach handles in use, and the next '
-                'server given that VF fails ("AttachHandle not found").')
+        # Its ARQ too (patch 0003: _complete_partial_deletion).
         self.assert_nothing_left(server['id'])
         self.assert_no_leaks()
         server2 = self.boot(flavor)

@@ -83,6 +83,7 @@ ROUTING = {
         'nc_move.rebind_at_source(self.virtapi, context, instance)',
         'return nc_move.instance_arqs(context, instance)',
         'nc_cleanup.delete_arqs_of_deleting_instance(context, instance)',
+        'nc_cleanup.delete_arqs_of_deleted_instance(context, instance)',
         'reason=nc_compute.build_fault_message(exc))',
         'nc_attach.add(self, context, instance, device_profile)',
         'nc_attach.remove(self, context, instance, device_profile)',
@@ -385,7 +386,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#1 pristine, #2 applied', err)
+        self.assertIn('#1 applied, #2 pristine, #3 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):
