@@ -332,6 +332,11 @@ class CyborgClient(object):
             arqs = [arq for arq in arqs if arq.get('state') in RESOLVED_STATES]
         return arqs
 
+    def list_arqs(self):
+        """Every ARQ the caller may see (all of them for an admin)."""
+        resp = self._call(_('get'), 'get', ARQ_URL, (200,))
+        return self._json_list(_('get'), resp, 'arqs')
+
     def get_arq_by_uuid(self, arq_uuid):
         resp = self._call(_('get'), 'get', '%s/%s' % (ARQ_URL, arq_uuid),
                           (200,))

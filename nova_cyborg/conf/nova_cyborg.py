@@ -92,6 +92,23 @@ NoValidHost (upstream bug 1874664). nova-cyborg tries the host's next
 candidates, up to this many, before moving to the next host. 1 keeps
 upstream's behaviour.
 """),
+    cfg.IntOpt(
+        'unbound_arq_max_age',
+        default=3600,
+        min=0,
+        help="""
+Age in seconds after which nova-compute deletes accelerator requests that
+were never bound to anything.
+
+Nova creates an accelerator request and binds it a moment later. When the
+answer to the create is lost (Cyborg slow or the connection cut after
+Cyborg created it), Nova fails the build and cannot know the request's
+UUID; the request stays in Cyborg, in state Initial, bound to nothing. Each
+nova-compute looks for such requests older than this when it checks for
+running deleted instances (``[DEFAULT]
+running_deleted_instance_poll_interval``) and deletes them. It must be well
+above the few seconds between a create and its bind. 0 disables it.
+"""),
 ]
 
 

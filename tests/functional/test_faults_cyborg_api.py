@@ -34,8 +34,9 @@ Cases and outcomes:
   "Cyborg answered HTTP 503 to POST ..."); the allocation is freed.
 * ARQ create slow: ERROR, fault "... Cyborg did not answer POST
   /accelerator_requests in time ..."; the allocation is freed and the
-  create is not sent again, but the ARQ Cyborg created stays, Initial and
-  bound to nothing, holding no device (bug: skipped).
+  create is not sent again; the ARQ Cyborg created stays, Initial and
+  bound to nothing, holding no device, until nova-compute's periodic check
+  deletes it once older than ``[nova_cyborg] unbound_arq_max_age``.
 * bind unreachable, slow or 5xx: ERROR with the reason (``PATCH
   /accelerator_requests``); the conductor deletes the ARQ (when slow, Cyborg
   had bound it meanwhile) and frees the allocation.
@@ -66,6 +67,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
+from nova import context as nova_context  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
 import requests  # noqa: E402
 
@@ -97,13 +99,6 @@ CALLS = {
     # nova-conductor, deleting the ARQs it created when a later step failed.
     'cleanup': ('delete', lambda url, params: 'arqs' in params),
 }
-
-BUG_LOST_CREATE = (
-    'Bug: when the answer to an ARQ create is lost (the request times '
-    'out), the ARQs Cyborg created stay in Cyborg for good, Initial and '
-    'bound to nothing: Nova never learns their UUIDs '
-    '(nova_cyborg.conductor.create_and_bind_arqs; Cyborg\'s POST '
-    '/accelerator_requests takes no instance or idempotency key)')
 
 
 def refused_endpoint(test):
@@ -434,12 +429,22 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
                          cyborg.seen)
         self.assertEqual({}, self.allocations(server['id']))
         stray = self.stray_arqs()
+        self.assertEqual(1, len(stray))
         self.wait_clean(stray)
         self._delete_server(server)
         # The stray ARQ holds no device: a server boots with its VF.
         self.assert_recovers(stray)
-        if stray:
-            self.skipTest(BUG_LOST_CREATE)
+        # nova-compute's periodic check deletes ARQs never bound for over
+        # [nova_cyborg] unbound_arq_max_age.
+        self.flags(unbound_arq_max_age=1, group='nova_cyborg')
+        manager = self.computes['compute1'].manager
+        admin = nova_context.get_admin_context()
+
+        def cleaned_up():
+            manager._cleanup_running_deleted_instances(admin)
+            self.assertEqual([], self.stray_arqs())
+        self._wait_for_assert(cleaned_up, max_retries=20)
+        self.wait_clean()
         self.wait_clean()
 
     def test_create_5xx(self):
