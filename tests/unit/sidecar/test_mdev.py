@@ -56,22 +56,18 @@ class MdevManagerTest(testtools.TestCase):
         self.assertEqual([], self.calls)
 
     def test_malformed_arguments_change_nothing(self):
-        for args in [('0000:3b:00.0\n', 'nvidia-35', UUID),
+        malformed = [('0000:3b:00.0\n', 'nvidia-35', UUID),
                      ('../../x', 'nvidia-35', UUID),
                      (GPU, 'nvidia-99', UUID),
                      (GPU, '../nvidia-35', UUID),
                      (GPU, 'nvidia-35', 'not-a-uuid'),
-                     ('0000:3c:00.0', 'nvidia-35', UUID)]:
+                     ('0000:3c:00.0', 'nvidia-35', UUID)]
+        for args in malformed:
             self.assertRaises(exception.SidecarError, self.manager.create,
                               *args)
         # Remove checks them all only for an mdev that exists.
         os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
-        for args in [('0000:3b:00.0\n', 'nvidia-35', UUID),
-                     ('../../x', 'nvidia-35', UUID),
-                     (GPU, 'nvidia-99', UUID),
-                     (GPU, '../nvidia-35', UUID),
-                     (GPU, 'nvidia-35', 'not-a-uuid'),
-                     ('0000:3c:00.0', 'nvidia-35', UUID)]:
+        for args in malformed:
             self.assertRaises(exception.SidecarError, self.manager.remove,
                               *args)
         self.assertEqual([], self.calls)
