@@ -43,13 +43,12 @@ def check_operation(operation, instance):
     :param operation: the name of the ``nova.compute.api.API`` method.
     :raises: OperationRefused (HTTP 400) with the reason.
     """
-    attached = move.entries(instance, move.ATTACHED_PREFIX)
-    if attached and operation in _NOT_WITH_ATTACHED:
+    if operation in _NOT_WITH_ATTACHED and move.attached_profiles(instance):
         raise exception.OperationRefused(reason=_(
             'The %s action would drop the accelerators attached to the '
             'server with addAccelerator: detach them first '
             '(removeAccelerator).') % operation)
-    if not (attached or instance.flavor.extra_specs.get(DP_EXTRA_SPEC)):
+    if not move.has_accelerators(instance):
         return
     if operation in SUPPORTED:
         return

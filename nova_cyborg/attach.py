@@ -97,27 +97,21 @@ def _bind(manager, context, instance, cyclient, dp_name, mapping, existing,
     if existing:
         move.park(context, instance, existing)
         bindings.update({arq_uuid: (rp, host) for arq_uuid, rp, host in
-                         (tuple(e.split(' ', 2)) for e in
-                          move.entries(instance, move.PARKED_PREFIX))})
-    move.bind_and_wait(manager.virtapi, context, instance, bindings)
+                         move.parked(instance)})
+    bound = move.bind_and_wait(manager.virtapi, context, instance, bindings)
     move.store(instance, move.PARKED_PREFIX, [])
     instance.save()
-    return [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
-            if arq.get('uuid') in created]
+    return [arq for arq in bound if arq.get('uuid') in created]
 
 
 def _restore(manager, context, instance, cyclient, dp_name, added, created):
     """Undo a failed attach: what was created goes, parked ARQs come back."""
     move.retire(context, instance, created)
-    parked = [tuple(e.split(' ', 2))
-              for e in move.entries(instance, move.PARKED_PREFIX)]
-    if parked:
+    if move.parked(instance):
+        # A failure after the bind left some of them bound already.
         bound = {arq.get('uuid') for arq in
                  cyclient.get_arqs_for_instance(instance.uuid)}
-        move.bind_and_wait(manager.virtapi, context, instance, {
-            arq_uuid: (rp, host) for arq_uuid, rp, host in parked
-            if arq_uuid not in bound})
-        move.store(instance, move.PARKED_PREFIX, [])
+        move.unpark(manager.virtapi, context, instance, bound)
     _forget(instance, dp_name)
     instance.save()
     allocations.remove(manager.reportclient, context, instance, added)

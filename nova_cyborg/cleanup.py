@@ -27,28 +27,18 @@ from nova_cyborg import move
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 
-DP_EXTRA_SPEC = 'accel:device_profile'
-
-
-def has_accelerators(instance):
-    """True if the instance may have ARQs bound to it: its flavor names a
-    device profile, or accelerators were attached with addAccelerator."""
-    return bool(instance.flavor.extra_specs.get(DP_EXTRA_SPEC) or
-                move.attached_profiles(instance))
-
 
 def _unbound_arqs(instance):
     """ARQs of the instance that carry no instance UUID in Cyborg: parked
     during a resize, or retired after a failed deletion."""
-    return [entry.split(' ', 1)[0] for prefix in (move.PARKED_PREFIX,
-                                                  move.RETIRED_PREFIX)
-            for entry in move.entries(instance, prefix)]
+    return ([arq_uuid for arq_uuid, _rp, _host in move.parked(instance)] +
+            move.entries(instance, move.RETIRED_PREFIX))
 
 
 def _may_have_arqs(instance):
     """False only if the instance is known to have no ARQs."""
     try:
-        return has_accelerators(instance) or bool(_unbound_arqs(instance))
+        return move.has_accelerators(instance) or bool(_unbound_arqs(instance))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
         LOG.debug('Cannot read the flavor of deleted instance: %s; '
                   'asking Cyborg anyway', e, instance=instance)
@@ -65,7 +55,7 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
     upstream.
     """
     cyclient = None
-    if has_accelerators(instance):
+    if move.has_accelerators(instance):
         cyclient = nc_client.get_client(context)
         try:
             cyclient.delete_arqs_for_instance(instance.uuid)
@@ -114,7 +104,7 @@ def delete_arqs_of_deleting_instance(context, instance):
     :raises: CyborgError
     """
     cyclient = None
-    if has_accelerators(instance):
+    if move.has_accelerators(instance):
         cyclient = nc_client.get_client(context)
         cyclient.delete_arqs_for_instance(instance.uuid)
     unbound = _unbound_arqs(instance)

@@ -130,10 +130,7 @@ def _retire(instance, arq_uuids):
     if not arq_uuids:
         return
     try:
-        retired = move.entries(instance, move.RETIRED_PREFIX)
-        move.store(instance, move.RETIRED_PREFIX, retired + [
-            u for u in arq_uuids if u not in retired])
-        instance.save()
+        move.remember_retired(instance, arq_uuids)
     except Exception as e:  # noqa: B902 (cleanup must not mask the error)
         LOG.error('Could not remember ARQs %(arqs)s for deletion with the '
                   'server: %(err)s', {'arqs': ','.join(arq_uuids), 'err': e},

@@ -49,30 +49,41 @@ def _profile(flavor):
     return flavor.extra_specs.get(DP_EXTRA_SPEC) if flavor else None
 
 
-def _entries(instance, prefix):
+def entries(instance, prefix):
+    """The list kept in system metadata as ``<prefix><n>`` keys."""
     meta = instance.system_metadata
     keys = sorted((k for k in meta if k.startswith(prefix)),
                   key=lambda k: int(k[len(prefix):]))
     return [meta[k] for k in keys]
 
 
-def _store(instance, prefix, entries):
+def store(instance, prefix, values):
+    """Replace the list kept as ``<prefix><n>`` keys (not saved)."""
     meta = instance.system_metadata
     for key in [k for k in meta if k.startswith(prefix)]:
         del meta[key]
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(values):
         meta['%s%d' % (prefix, index)] = entry
 
 
-def _parked(instance):
+def parked(instance):
     """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs."""
     return [tuple(entry.split(' ', 2))
-            for entry in _entries(instance, PARKED_PREFIX)]
+            for entry in entries(instance, PARKED_PREFIX)]
 
 
-def _retire(context, instance, arq_uuids):
+def remember_retired(instance, arq_uuids):
+    """Keep ARQs that must be deleted but could not be: they are deleted
+    at the instance's next move, or with it (nova_cyborg.cleanup)."""
+    retired = entries(instance, RETIRED_PREFIX)
+    store(instance, RETIRED_PREFIX,
+          retired + [u for u in arq_uuids if u not in retired])
+    instance.save()
+
+
+def retire(context, instance, arq_uuids):
     """Delete ARQs the instance no longer uses; remember those that fail."""
-    retired = _entries(instance, RETIRED_PREFIX)
+    retired = entries(instance, RETIRED_PREFIX)
     retired += [u for u in arq_uuids if u not in retired]
     if not retired:
         return
@@ -83,12 +94,11 @@ def _retire(context, instance, arq_uuids):
                   'instance no longer uses; they are deleted at its next '
                   'resize or migration: %(err)s',
                   {'arqs': ','.join(retired), 'err': e}, instance=instance)
-        _store(instance, RETIRED_PREFIX, retired)
-        instance.save()
+        remember_retired(instance, retired)
         return
     LOG.info('Deleted accelerator requests %s', ','.join(retired),
              instance=instance)
-    _store(instance, RETIRED_PREFIX, [])
+    store(instance, RETIRED_PREFIX, [])
     instance.save()
 
 
@@ -96,7 +106,14 @@ def attached_profiles(instance):
     """The device profiles attached with addAccelerator (nova_cyborg.attach).
     """
     return sorted({entry.split(' ', 1)[1]
-                   for entry in _entries(instance, ATTACHED_PREFIX)})
+                   for entry in entries(instance, ATTACHED_PREFIX)})
+
+
+def has_accelerators(instance):
+    """True if ARQs may be bound to the instance: its flavor names a
+    device profile, or accelerators were attached with addAccelerator."""
+    return bool(_profile(instance.flavor) or
+                entries(instance, ATTACHED_PREFIX))
 
 
 def instance_arqs(context, instance):
@@ -109,8 +126,7 @@ def instance_arqs(context, instance):
     :returns: ARQ dicts, or [] for a flavor without a device profile and
         no accelerator attached.
     """
-    if not (_profile(instance.flavor) or
-            _entries(instance, ATTACHED_PREFIX)):
+    if not has_accelerators(instance):
         return []
     return nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
 
@@ -128,17 +144,21 @@ def add_profile_groups(context, request_spec, flavor):
         request_groups.get_device_profile_request_groups(context, dp_name))
 
 
-def _bind_and_wait(virtapi, context, instance, bindings):
-    """Bind ``{arq_uuid: (rp_uuid, hostname)}`` and wait until Bound."""
+def bind_and_wait(virtapi, context, instance, bindings):
+    """Bind ``{arq_uuid: (rp_uuid, hostname)}`` and wait until Bound.
+
+    :returns: those ARQs, Bound, with validated attach handles.
+    """
     nc_client.get_client(context).bind_arqs({
         arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
                    'instance_uuid': instance.uuid}
         for arq_uuid, (rp_uuid, hostname) in bindings.items()})
-    nc_compute.get_bound_arqs(virtapi, context, instance, list(bindings))
+    return nc_compute.get_bound_arqs(virtapi, context, instance,
+                                     list(bindings))
 
 
-def _park(context, instance, arqs):
-    _store(instance, PARKED_PREFIX, [
+def park(context, instance, arqs):
+    store(instance, PARKED_PREFIX, [
         '%s %s %s' % (arq['uuid'], arq['device_rp_uuid'], arq['hostname'])
         for arq in arqs])
     instance.save()
@@ -147,14 +167,17 @@ def _park(context, instance, arqs):
              ','.join(arq['uuid'] for arq in arqs), instance=instance)
 
 
-def _unpark(virtapi, context, instance):
-    parked = _parked(instance)
-    if parked:
-        _bind_and_wait(virtapi, context, instance,
-                       {u: (rp, host) for u, rp, host in parked})
+def unpark(virtapi, context, instance, bound=()):
+    """Bind the parked ARQs again (but those in ``bound``, which already
+    are) to their own provider and host; forget them."""
+    again = [(u, rp, host) for u, rp, host in parked(instance)
+             if u not in bound]
+    if again:
+        bind_and_wait(virtapi, context, instance,
+                      {u: (rp, host) for u, rp, host in again})
         LOG.info('Bound the parked accelerator requests %s again',
-                 ','.join(u for u, _rp, _host in parked), instance=instance)
-    _store(instance, PARKED_PREFIX, [])
+                 ','.join(u for u, _rp, _host in again), instance=instance)
+    store(instance, PARKED_PREFIX, [])
     instance.save()
 
 
@@ -164,7 +187,7 @@ def _bind_new(virtapi, context, instance, dp_name, request_spec, migration,
     arqs = cyclient.create_arqs(dp_name)
     created.extend(arq.get('uuid') for arq in arqs)
     mapping = request_spec.get_request_group_mapping()
-    _bind_and_wait(virtapi, context, instance, {
+    bind_and_wait(virtapi, context, instance, {
         arq['uuid']: (cyclient.get_arq_device_rp_uuid(arq, mapping, None),
                       migration.dest_node)
         for arq in arqs})
@@ -181,7 +204,7 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
     :raises: InstanceFaultRollback once the source's state is restored: the
         resize fails and the server runs on the source as before.
     """
-    _retire(context, instance, [])
+    retire(context, instance, [])
     dp_name = _profile(flavor)
     if not dp_name and not _profile(instance.flavor):
         return
@@ -195,7 +218,7 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
             # must have let go of them first.
             stopped_here = instance.vm_state == vm_states.ACTIVE
             power_off()
-            _park(context, instance, source_arqs)
+            park(context, instance, source_arqs)
         if dp_name:
             _bind_new(virtapi, context, instance, dp_name, request_spec,
                       migration, created)
@@ -205,8 +228,8 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                   'failed; restoring the source: %(err)s',
                   {'host': migration.dest_compute, 'err': reason},
                   instance=instance)
-        _retire(context, instance, created)
-        _unpark(virtapi, context, instance)
+        retire(context, instance, created)
+        unpark(virtapi, context, instance)
         if stopped_here:
             power_on(instance_arqs(context, instance))
         raise nova_exception.InstanceFaultRollback(
@@ -220,9 +243,9 @@ def confirm(context, instance):
     """The move is confirmed (or ended on the destination): the parked
     ARQs go. Never raises: those that cannot be deleted are retired.
     """
-    parked = [u for u, _rp, _host in _parked(instance)]
-    _store(instance, PARKED_PREFIX, [])
-    _retire(context, instance, parked)
+    arq_uuids = [u for u, _rp, _host in parked(instance)]
+    store(instance, PARKED_PREFIX, [])
+    retire(context, instance, arq_uuids)
 
 
 def revert_at_destination(context, instance):
@@ -231,7 +254,7 @@ def revert_at_destination(context, instance):
 
     :raises: CyborgError if they could not be deleted.
     """
-    if not (_parked(instance) or _profile(instance.flavor)):
+    if not (parked(instance) or _profile(instance.flavor)):
         return
     nc_client.get_client(context).delete_arqs_for_instance(instance.uuid)
     LOG.info('Deleted the accelerator requests of the destination',
@@ -243,13 +266,4 @@ def rebind_at_source(virtapi, context, instance):
 
     :raises: the binding failure; the revert fails with it.
     """
-    _unpark(virtapi, context, instance)
-
-
-# Shared with nova_cyborg.attach, which binds ARQs next to parked ones too.
-entries = _entries
-store = _store
-park = _park
-unpark = _unpark
-bind_and_wait = _bind_and_wait
-retire = _retire
+    unpark(virtapi, context, instance)
