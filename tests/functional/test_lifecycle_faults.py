@@ -204,10 +204,12 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
     # Same host: the guest is rebuilt with the ARQs read from Cyborg
     # (nova_cyborg.move.instance_arqs).
 
-    def test_hard_reboot_while_cyborg_cannot_list_arqs(self):
+    def _reboot_while_cyborg_cannot_list_arqs(self, reboot_type):
+        # Nova reads the ARQs before any reboot (a soft one may fall back
+        # to a hard one).
         with CyborgFault('get') as fault:
             self.api.post_server_action(
-                self.server['id'], {'reboot': {'type': 'HARD'}})
+                self.server['id'], {'reboot': {'type': reboot_type}})
             reason = self.action_error('reboot', 'compute_reboot_instance')
         self.assertEqual(1, fault.injected)
         self.assertIn('HTTP 503', reason)
@@ -215,24 +217,14 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assert_arqs_kept('ACTIVE')
         self.assertEqual(self.vf(), self.guest_bdfs())
 
-        self.hard_reboot()
+        self._reboot_server(self.server, hard=reboot_type == 'HARD')
         self.assert_running_on('compute1')
+
+    def test_hard_reboot_while_cyborg_cannot_list_arqs(self):
+        self._reboot_while_cyborg_cannot_list_arqs('HARD')
 
     def test_soft_reboot_while_cyborg_cannot_list_arqs(self):
-        # Nova reads the ARQs before any reboot, in case a soft reboot
-        # falls back to a hard one.
-        with CyborgFault('get') as fault:
-            self.api.post_server_action(
-                self.server['id'], {'reboot': {'type': 'SOFT'}})
-            reason = self.action_error('reboot', 'compute_reboot_instance')
-        self.assertEqual(1, fault.injected)
-        self.assertIn('HTTP 503', reason)
-        self.wait_idle('ACTIVE')
-        self.assert_arqs_kept('ACTIVE')
-        self.assertEqual(self.vf(), self.guest_bdfs())
-
-        self._reboot_server(self.server)
-        self.assert_running_on('compute1')
+        self._reboot_while_cyborg_cannot_list_arqs('SOFT')
 
     def test_pause_failing_in_libvirt(self):
         self.useFixture(fixtures.MockPatch(
