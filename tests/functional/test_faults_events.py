@@ -279,17 +279,22 @@ class BindEventFaultTest(FailedBootChecks, base.AcceleratorTestBase):
 
     # The event says the bind failed
 
-    def _failed_event_on_the_only_host(self):
+    def _event_before_the_bind(self, status):
+        """Post a bind event with ``status`` while Cyborg holds the bind;
+        the boot fails; return the server and its ARQ's UUID."""
         with HeldBinds() as binds:
             server = self.post_server(self.flavor)
             binds.wait()
             (arq,) = binds.arq_uuids
             self.assertEqual([200], self.post_events(
-                (server['id'], arq, 'failed')))
+                (server['id'], arq, status)))
             server = self.wait_error(server)
             # Cyborg's late bind finds the ARQ deleted.
             self.assertFalse(binds.bind())
         return server, arq
+
+    def _failed_event_on_the_only_host(self):
+        return self._event_before_the_bind('failed')
 
     def test_failed_event_on_the_only_host_leaves_nothing(self):
         server, _arq = self._failed_event_on_the_only_host()
@@ -373,15 +378,7 @@ class BindEventFaultTest(FailedBootChecks, base.AcceleratorTestBase):
     # Events that do not match Cyborg's state
 
     def test_event_before_the_bind(self):
-        with HeldBinds() as binds:
-            server = self.post_server(self.flavor)
-            binds.wait()
-            (arq,) = binds.arq_uuids
-            self.assertEqual([200], self.post_events(
-                (server['id'], arq, 'completed')))
-            server = self.wait_error(server)
-            # Cyborg's late bind finds the ARQ deleted.
-            self.assertFalse(binds.bind())
+        server, arq = self._event_before_the_bind('completed')
         # Cyborg lists an ARQ under its instance only once it is bound.
         self.assertIn('Accelerator request %s is missing, not Bound' % arq,
                       self.fault(server))
