@@ -270,6 +270,16 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             (s['id'], s['status'], s['OS-EXT-STS:task_state'])
             for s in servers])
 
+    def assert_programmed_then_deleted(self, server, function_id):
+        """``server`` is ACTIVE with its VF on the card of ``self.name``,
+        which carries ``function_id``; deleting it leaves nothing."""
+        self.assert_accelerated(server, 1)
+        self.assertIn(test_sidecar.function_trait(function_id),
+                      self.traits(self.name))
+        self.assert_no_leaks([server])
+        self.delete_all([server])
+        self.assert_no_leaks()
+
     def delete_all(self, servers):
         """Delete servers (an ERROR one too, as a user would) and check
         each leaves nothing behind."""
@@ -540,13 +550,8 @@ class SidecarKilledTest(ProcessFaultBase):
         self.daemon.start()
         server = self._wait_for_state_change(server, 'ACTIVE',
                                              max_retries=60)
-        self.assert_accelerated(server, 1)
         self.assertEqual(F_A, self.loaded())
-        self.assertIn(test_sidecar.function_trait(F_A),
-                      self.traits(self.name))
-        self.assert_no_leaks([server])
-        self.delete_all([server])
-        self.assert_no_leaks()
+        self.assert_programmed_then_deleted(server, F_A)
 
     def test_started_while_placement_is_down(self):
         # Killed, and started again while Placement is down: it cannot
@@ -682,12 +687,7 @@ class RabbitRestartTest(ProcessFaultBase):
         self.restart_broker()
         # The conductor's fpga_program call reaches the sidecar again.
         server = self.boot(self.bitstream_flavor(F_A))
-        self.assert_accelerated(server, 1)
-        self.assertIn(test_sidecar.function_trait(F_A),
-                      self.traits(self.name))
-        self.assert_no_leaks([server])
-        self.delete_all([server])
-        self.assert_no_leaks()
+        self.assert_programmed_then_deleted(server, F_A)
 
     def test_restart_while_the_conductor_waits_for_fpga_program(self):
         # The broker goes while the sidecar programs the card: both ends
@@ -699,12 +699,7 @@ class RabbitRestartTest(ProcessFaultBase):
             'reserved'] == 4, 'the reservation while programming')
         self.restart_broker()
         (server,) = self.wait_settled([server], timeout=180)
-        self.assert_accelerated(server, 1)
-        self.assertIn(test_sidecar.function_trait(F_A),
-                      self.traits(self.name))
-        self.assert_no_leaks([server])
-        self.delete_all([server])
-        self.assert_no_leaks()
+        self.assert_programmed_then_deleted(server, F_A)
 
 
 class CyborgKilledTest(ProcessFaultBase):
