@@ -1,0 +1,139 @@
+"""``python -m localcloud``: the local cloud's commands.
+
+    up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N]
+        Start the cloud, boot a server with an accelerator and show it
+        (unless --no-demo); print the start time and total memory. Without
+        --keep the cloud is torn down at the end.
+    down      Stop every process of the cloud; fail if one is left.
+    status    Which services run, their memory, where the files are.
+    tempest [ARGS]
+              ``tempest run ARGS`` in the cloud's tempest workspace.
+
+State, logs (``logs/<service>.log``), ``openrc`` and the tempest
+workspace live under ``$NOVA_CYBORG_CLOUD_DIR`` (default
+/tmp/nova-cyborg-cloud); ports from ``$NOVA_CYBORG_CLOUD_PORT_BASE``
+(default 25000) up, on 127.0.0.1 only.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+from localcloud import access
+from localcloud import cloud
+from localcloud import demo
+from localcloud import layout as layout_mod
+from localcloud import procs
+
+
+def _out(text=''):
+    sys.stdout.write(text + '\n')
+    sys.stdout.flush()
+
+
+def cmd_up(args):
+    layout = layout_mod.Layout(root=args.dir, computes=args.computes,
+                               pfs=args.pfs, vfs=args.vfs)
+    if os.path.isdir(layout.root) and not procs.running(layout):
+        shutil.rmtree(layout.root)
+    _out('Starting the local cloud under %s (logs in %s)' % (
+        layout.root, layout.path('logs')))
+    try:
+        seconds, rss = cloud.up(layout, out=_out)
+        image, flavor = cloud.prepare(layout)
+        access.write_openrc(layout)
+        tempest_conf = access.write_tempest(layout, image, flavor)
+        _out('Cloud ready: %.1f s from start, %.0f MiB total memory (RSS '
+             'of every process)' % (seconds, rss / 2 ** 20))
+        if not args.no_demo:
+            _out('')
+            demo.run(layout, cloud.IMAGE, out=_out)
+    except (procs.ServiceError, demo.DemoError) as exc:
+        _out('ERROR: %s' % exc)
+        if not args.keep:
+            cloud.down(layout)
+        return 1
+    _out('')
+    _out('Start time %.1f s; total memory %.0f MiB' % (
+        seconds, procs.memory(layout) / 2 ** 20))
+    if args.keep:
+        _out('The cloud keeps running: ". %s" for the openstack client; '
+             'tempest.conf: %s; "python -m localcloud down" stops it.' % (
+                 layout.path('openrc'), tempest_conf))
+        return 0
+    return cmd_down(args)
+
+
+def cmd_down(args):
+    layout = layout_mod.Layout.load(args.dir)
+    if layout is None:
+        _out('No cloud under %s' % args.dir)
+        return 0
+    names = cloud.down(layout)
+    left = procs.running(layout)
+    if left:
+        _out('ERROR: processes left: %s' % left)
+        return 1
+    _out('Stopped %s; no process left.' % (', '.join(names) or 'nothing'))
+    return 0
+
+
+def cmd_status(args):
+    layout = layout_mod.Layout.load(args.dir)
+    running = procs.running(layout) if layout else {}
+    if not running:
+        _out('No cloud runs under %s' % args.dir)
+        return 1
+    for name, pids in sorted(running.items()):
+        _out('%-18s %s' % (name, ' '.join(map(str, pids))))
+    _out('total memory %.0f MiB; openrc %s; tempest.conf %s' % (
+        procs.memory(layout) / 2 ** 20, layout.path('openrc'),
+        layout.path('tempest', 'etc', 'tempest.conf')))
+    return 0
+
+
+def cmd_tempest(args):
+    layout = layout_mod.Layout.load(args.dir)
+    if layout is None or not procs.running(layout):
+        _out('No cloud runs under %s: "python -m localcloud up --keep '
+             '--no-demo" first' % args.dir)
+        return 1
+    workspace = layout.path('tempest')
+    os.chdir(workspace)
+    argv = [layout.bin('tempest'), 'run', '--config-file',
+            os.path.join(workspace, 'etc', 'tempest.conf')] + args.args
+    os.execv(argv[0], argv)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog='python -m localcloud',
+        description='A local cloud that boots an accelerator server.')
+    parser.add_argument('--dir', default=layout_mod.DEFAULT_DIR,
+                        help='state directory (default %(default)s)')
+    sub = parser.add_subparsers(dest='command', required=True)
+    up = sub.add_parser('up', help='start the cloud and boot the demo')
+    up.add_argument('--keep', action='store_true',
+                    help='leave the cloud running (with an openrc)')
+    up.add_argument('--no-demo', action='store_true',
+                    help='start the cloud only')
+    up.add_argument('--computes', type=int, default=2,
+                    help='simulated compute hosts (default %(default)s)')
+    up.add_argument('--pfs', type=int, default=1,
+                    help='FPGA PFs per host (default %(default)s)')
+    up.add_argument('--vfs', type=int, default=4,
+                    help='VFs (attach handles) per PF (default %(default)s)')
+    up.set_defaults(func=cmd_up)
+    sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
+    sub.add_parser('status', help='show what runs').set_defaults(
+        func=cmd_status)
+    tempest = sub.add_parser('tempest', help='run tempest against it')
+    tempest.add_argument('args', nargs=argparse.REMAINDER)
+    tempest.set_defaults(func=cmd_tempest)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

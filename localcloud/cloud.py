@@ -1,0 +1,242 @@
+"""Bring the local cloud up in dependency order, and tear it down.
+
+Order: RabbitMQ starts first (it takes the longest) while MariaDB starts
+and every service's schema is migrated in parallel (the real
+``keystone-manage``, ``placement-manage``, ``glance-manage``,
+``nova-manage`` and ``cyborg-dbsync upgrade``); then the WSGI services
+under gunicorn; then the RPC services; then the simulated compute hosts,
+each with its sidecar. A failure names the service and its log file.
+"""
+
+import concurrent.futures
+import os
+import subprocess
+import time
+
+from localcloud import configs
+from localcloud import identity
+from localcloud import layout as layout_mod
+from localcloud import procs
+from localcloud import sql
+
+RABBIT = os.path.join(layout_mod.REPO_ROOT, 'tools', 'rabbitmq')
+
+#: Stopped last by ``down`` (the others still talk to them while stopping).
+INFRASTRUCTURE = ('keystone', 'rabbitmq', 'mariadb')
+
+
+class Progress:
+    """One line per step, with the seconds since the start."""
+
+    def __init__(self, out):
+        self.out = out
+        self.started = time.monotonic()
+
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    def __call__(self, message):
+        self.out('[%6.1fs] %s' % (self.elapsed(), message))
+
+
+def _rabbit_env(layout):
+    env = dict(os.environ)
+    env.update(NOVA_CYBORG_RABBIT_DIR=layout.path('rabbitmq'),
+               NOVA_CYBORG_RABBIT_PORT=str(layout.port('rabbit')),
+               NOVA_CYBORG_RABBIT_MGMT_PORT='0',
+               NOVA_CYBORG_RABBIT_NODE='nova-cyborg-cloud@localhost')
+    return env
+
+
+def _start_rabbit(layout):
+    out = open(procs.log_path(layout, 'rabbitmq'), 'ab')
+    return subprocess.Popen([RABBIT, 'start'], stdout=out,
+                            stderr=subprocess.STDOUT, env=_rabbit_env(layout))
+
+
+def _gunicorn(layout, name, env):
+    env = dict(env, LOCALCLOUD_WSGI_APP=name)
+    argv = [layout.bin('gunicorn'), '--bind',
+            '127.0.0.1:%d' % layout.port(name), '--workers', '1',
+            '--threads', '8', '--worker-class', 'gthread', '--timeout',
+            '300', '--graceful-timeout', '5', '--access-logfile', '-',
+            '--error-logfile', '-', '--name', name,
+            '--control-socket', layout.path('pids', name + '.ctl'),
+            'localcloud.wsgi:application']
+    return procs.start(layout, name, argv, env)
+
+
+def _migrations(layout, files):
+    """Every schema but Keystone's (it is bootstrapped on its own)."""
+    nova = [layout.bin('nova-manage'), '--config-file', files['nova']]
+    return {
+        'placement': [[layout.bin('placement-manage'), '--config-file',
+                       files['placement'], 'db', 'sync']],
+        'glance': [[layout.bin('glance-manage'), '--config-file',
+                    files['glance'], 'db_sync']],
+        'nova': [nova + ['api_db', 'sync'],
+                 nova + ['cell_v2', 'map_cell0', '--database_connection',
+                         layout.db_url('nova_cell0')],
+                 nova + ['cell_v2', 'create_cell', '--name', 'cell1'],
+                 nova + ['db', 'sync']],
+        'cyborg': [[layout.bin('cyborg-dbsync'), '--config-file',
+                    files['cyborg'], 'upgrade']],
+    }
+
+
+def _write_configs(layout):
+    return {'keystone': configs.keystone(layout),
+            'placement': configs.placement(layout),
+            'glance': configs.glance(layout),
+            'nova': configs.nova(layout),
+            'cyborg': configs.cyborg(layout)}
+
+
+def _migrate(layout, files, progress):
+    def run(name, commands):
+        for argv in commands:
+            procs.run(layout, name + '-db', argv)
+        return name
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        jobs = [pool.submit(identity.bootstrap, layout, files['keystone'])]
+        jobs += [pool.submit(run, name, commands) for name, commands in
+                 _migrations(layout, files).items()]
+        for job in concurrent.futures.as_completed(jobs):
+            job.result()
+    progress('schemas migrated (keystone, placement, glance, nova, cyborg)')
+
+
+def _start_api_services(layout, files, progress):
+    apis = {
+        'keystone': ({'OS_KEYSTONE_CONFIG_FILES': files['keystone']}, '/v3'),
+        'placement': ({'OS_PLACEMENT_CONFIG_DIR':
+                       os.path.dirname(files['placement'])}, '/'),
+        'glance': ({'OS_GLANCE_CONFIG_DIR': os.path.dirname(files['glance'])},
+                   '/'),
+        'nova': ({'OS_NOVA_CONFIG_DIR': os.path.dirname(files['nova'])}, '/'),
+        'cyborg': ({'CYBORG_CONFIG_FILE': files['cyborg'],
+                    'SCRIPT_NAME': '/accelerator'}, '/accelerator/'),
+        'neutron': ({}, '/'),
+    }
+    started = {name: _gunicorn(layout, name, env)
+               for name, (env, _) in apis.items()}
+    for name, (_, path) in apis.items():
+        procs.wait(layout, name, started[name], url=layout.url(name, path),
+                   timeout=60)
+        progress('%-10s %s' % (name, layout.url(name, path)))
+
+
+def _start_rpc_services(layout, files):
+    for name, argv in (
+            ('nova-conductor', [layout.bin('nova-conductor'),
+                                '--config-file', files['nova']]),
+            ('nova-scheduler', [layout.bin('nova-scheduler'),
+                                '--config-file', files['nova']]),
+            ('cyborg-conductor', [layout.bin('cyborg-conductor'),
+                                  '--config-file', files['cyborg']])):
+        procs.start(layout, name, argv)
+
+
+def _start_host(layout, files, host):
+    sysfs = layout.path('hosts', host, 'sys')
+    sidecar = configs.sidecar(layout, host, sysfs)
+    return procs.start(layout, host, [
+        layout.python, '-m', 'localcloud.compute_host', '--host', host,
+        '--pfs', str(layout.pfs), '--vfs', str(layout.vfs),
+        '--sysfs-root', sysfs, '--sidecar-config', sidecar,
+        '--domain-xml-dir', layout.domain_xml_dir,
+        '--config-file', files['nova'],
+        '--config-file', configs.compute(layout, host)])
+
+
+def _hosts_ready(layout, conn):
+    """Every host is a hypervisor, mapped to the cell, with its FPGAs."""
+    def check():
+        try:
+            hypervisors = list(conn.compute.hypervisors())
+            devices = conn.placement.get(
+                '/resource_providers?resources=FPGA:1',
+                microversion='1.20').json()['resource_providers']
+        except Exception:
+            return False
+        return (len(hypervisors) >= layout.computes and
+                len(devices) >= layout.computes * layout.pfs)
+    return check
+
+
+def up(layout, out=print):
+    """Start every service; returns (seconds, bytes of RSS)."""
+    progress = Progress(out)
+    if procs.running(layout):
+        raise procs.ServiceError('cloud', 'already running under %s (run '
+                                 '"down" first)' % layout.root,
+                                 procs.log_path(layout, 'cloud'))
+    for d in ('logs', 'pids', 'etc', 'hosts', 'domains'):
+        os.makedirs(layout.path(d), exist_ok=True)
+    layout.save()
+    rabbit = _start_rabbit(layout)
+    sql.start(layout)
+    progress('mariadb    127.0.0.1:%d' % layout.port('mariadb'))
+    files = _write_configs(layout)
+    _migrate(layout, files, progress)
+    _start_api_services(layout, files, progress)
+    identity.register_services(layout)
+    progress('keystone   service users and catalog registered')
+    if rabbit.wait():
+        raise procs.ServiceError('rabbitmq', 'tools/rabbitmq start failed',
+                                 procs.log_path(layout, 'rabbitmq'))
+    # Its process group joins the others (memory, down).
+    with open(layout.path('rabbitmq', 'rabbitmq.pgid')) as f:
+        pgid = f.read().strip()
+    with open(layout.path('pids', 'rabbitmq.pid'), 'w') as f:
+        f.write(pgid + '\n')
+    progress('rabbitmq   127.0.0.1:%d' % layout.port('rabbit'))
+    _start_rpc_services(layout, files)
+    conn = identity.admin_connection(layout)
+    hosts = {host: _start_host(layout, files, host) for host in layout.hosts}
+    check = _hosts_ready(layout, conn)
+    deadline = time.monotonic() + 180
+    while not check():
+        for name, proc in hosts.items():
+            if proc.poll() is not None:
+                raise procs.ServiceError(name, 'exited with %d' %
+                                         proc.returncode,
+                                         procs.log_path(layout, name))
+        for name in ('nova-conductor', 'nova-scheduler', 'cyborg-conductor'):
+            if name not in procs.running(layout):
+                raise procs.ServiceError(name, 'exited',
+                                         procs.log_path(layout, name))
+        if time.monotonic() > deadline:
+            raise procs.ServiceError(
+                'compute', 'hosts not registered with their FPGAs after '
+                '180 s', procs.log_path(layout, layout.hosts[0]))
+        time.sleep(0.5)
+    progress('computes   %s: nova-compute and sidecar, FPGAs in Placement'
+             % ', '.join(layout.hosts))
+    return progress.elapsed(), procs.memory(layout)
+
+
+def down(layout):
+    """Stop every process of the cloud; return the names stopped."""
+    names = procs.stop_all(layout, order=INFRASTRUCTURE)
+    if os.path.exists(layout.path('rabbitmq')):
+        subprocess.run([RABBIT, 'stop'], env=_rabbit_env(layout),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        names.append('rabbitmq')
+    return names
+
+
+IMAGE = 'nova-cyborg-image'
+FLAVOR = 'm1.tiny'
+
+
+def prepare(layout):
+    """A public image and a plain flavor (tempest's and the demo's)."""
+    conn = identity.admin_connection(layout)
+    image = conn.image.create_image(
+        name=IMAGE, data=b'\0' * 1024 * 1024, disk_format='raw',
+        container_format='bare', visibility='public')
+    flavor = conn.compute.create_flavor(name=FLAVOR, ram=512, vcpus=1,
+                                        disk=1)
+    return image.id, flavor.id

@@ -1,0 +1,205 @@
+"""A simulated compute host: the real nova-compute and the sidecar.
+
+Run by :mod:`localcloud.cloud` as::
+
+    python -m localcloud.compute_host --host compute1 --pfs 1 --vfs 4 \\
+        --domain-xml-dir DIR --sidecar-config FILE \\
+        --config-file nova.conf --config-file compute1.conf
+
+There is no accelerator and no hypervisor here, so the host is simulated
+the way Nova's own functional tests do it: nova-compute is the real service
+(``nova.cmd.compute.main``, patched Nova, ``libvirt.LibvirtDriver``) with
+libvirt replaced by Nova's fakelibvirt, which shows ``--pfs`` FPGA PFs with
+``--vfs`` VFs each; guest disks are not written (Nova's image backend
+fixture). The same PCI functions are written as a sysfs tree that the real
+sidecar discovers and reports to cyborg-conductor, and the sidecar asks
+the same fakelibvirt connection which devices the domains use. That is why
+both run in this one process: on a real host they share libvirtd.
+
+Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
+libvirt is given it, and removed when the domain is undefined, so that a
+user (and tempest) can read what Nova defined.
+"""
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+from nova.cmd import compute as compute_cmd  # noqa: I100 (threading first)
+
+import fixtures  # noqa: E402
+import oslo_messaging as messaging  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+from oslo_log import log as logging  # noqa: E402
+
+from nova.tests import fixtures as nova_fixtures  # noqa: E402
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
+
+from sidecar import conf as sidecar_conf  # noqa: E402
+from sidecar import exception  # noqa: E402
+from sidecar import factory  # noqa: E402
+from sidecar import privileged  # noqa: E402
+from sidecar import simulator  # noqa: E402
+
+FPGA_VENDOR = '8086'
+LOG = logging.getLogger('localcloud.compute_host')
+
+
+def _host_fixtures(connection):
+    """What Nova's libvirt functional base mocks about the host."""
+    mock = fixtures.MockPatch
+    driver = 'nova.virt.libvirt.driver.'
+    return [
+        nova_fixtures.LibvirtImageBackendFixture(),
+        nova_fixtures.CGroupsFixture(),
+        nova_fixtures.LibvirtFixture(),
+        nova_fixtures.OSBrickFixture(),
+        nova_fixtures.PrivsepFixture(),
+        mock(driver + 'LibvirtDriver._create_image',
+             return_value=(False, False)),
+        mock(driver + 'LibvirtDriver._get_local_gb_info',
+             return_value={'total': 512, 'used': 0, 'free': 512}),
+        mock(driver + 'LibvirtDriver._get_instance_disk_info_from_config',
+             return_value=[]),
+        mock(driver + 'libvirt_utils.is_valid_hostname', return_value=True),
+        mock(driver + 'libvirt_utils.file_open',
+             side_effect=lambda *a, **k: __import__('io').BytesIO(b'')),
+        mock('nova.privsep.utils.supports_direct_io', return_value=True),
+        mock('nova.virt.libvirt.host.Host.get_online_cpus',
+             return_value=set(range(16))),
+        mock('nova.virt.libvirt.host.Host.get_connection',
+             return_value=connection),
+    ]
+
+
+class DomainFiles:
+    """Keep ``<dir>/<uuid>.xml`` in step with the fake libvirt's domains."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _path(self, domain):
+        return os.path.join(self.directory, domain.UUIDString() + '.xml')
+
+    def write(self, domain):
+        tmp = self._path(domain) + '.tmp'
+        with open(tmp, 'w') as f:
+            f.write(domain.XMLDesc(0))
+        os.replace(tmp, self._path(domain))
+
+    def remove(self, domain):
+        try:
+            os.unlink(self._path(domain))
+        except FileNotFoundError:
+            pass
+
+    def fixtures(self):
+        files = self
+
+        def after(name, action):
+            real = getattr(fakelibvirt.Domain, name)
+
+            def wrapper(domain, *args, **kwargs):
+                result = real(domain, *args, **kwargs)
+                action(domain)
+                return result
+            return fixtures.MonkeyPatch(
+                'nova.tests.fixtures.libvirt.Domain.' + name, wrapper)
+
+        def returned(name):
+            real = getattr(fakelibvirt.Connection, name)
+
+            def wrapper(conn, *args, **kwargs):
+                domain = real(conn, *args, **kwargs)
+                files.write(domain)
+                return domain
+            return fixtures.MonkeyPatch(
+                'nova.tests.fixtures.libvirt.Connection.' + name, wrapper)
+
+        return [returned('defineXML'), returned('createXML'),
+                after('undefine', files.remove),
+                after('undefineFlags', files.remove),
+                after('attachDeviceFlags', files.write),
+                after('detachDeviceFlags', files.write)]
+
+
+def simulated_host(pfs, vfs):
+    """The sysfs view of fakelibvirt's PCI devices; the PFs are FPGAs."""
+    layout = simulator.from_fakelibvirt(num_pfs=pfs, num_vfs=vfs)
+    host = simulator.SimulatedHost()
+    for f in layout.functions.values():
+        if f.physfn is None:
+            host.add_fpga(vendor_id=FPGA_VENDOR, address=f.address,
+                          num_vfs=len(f.virtfns))
+    return host
+
+
+def start_sidecar(config_file, connection):
+    conf = cfg.ConfigOpts()
+    sidecar_conf.register_opts(conf)
+    conf(['--config-file', config_file], project='nova-cyborg',
+         default_config_files=[], default_config_dirs=[])
+    # Privileged sysfs writes run in this process (as root), as Nova's do
+    # here (PrivsepFixture).
+    privileged.sidecar_pctxt.set_client_mode(False)
+    transport = messaging.get_rpc_transport(conf)
+    sidecar = factory.build(conf, transport=transport,
+                            connect=lambda: connection)
+    # nova-compute, started next in this process, creates the compute
+    # node's provider that the sidecar waits for (it retries ~30 s).
+    thread = threading.Thread(target=_run_sidecar, args=(sidecar,),
+                              name='sidecar', daemon=True)
+    thread.start()
+    return sidecar
+
+
+def _run_sidecar(sidecar, timeout=300):
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                sidecar.wait_for_provider(attempts=1)
+                break
+            except exception.ResourceProviderNotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        sidecar.start()
+    except Exception:
+        LOG.exception('The sidecar failed to start; stopping the host')
+        os._exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--host', required=True)
+    parser.add_argument('--pfs', type=int, default=1)
+    parser.add_argument('--vfs', type=int, default=4)
+    parser.add_argument('--sysfs-root', required=True)
+    parser.add_argument('--sidecar-config', required=True)
+    parser.add_argument('--domain-xml-dir', required=True)
+    args, nova_args = parser.parse_known_args()
+
+    connection = fakelibvirt.Connection(
+        'qemu:///system', version=fakelibvirt.FAKE_LIBVIRT_VERSION,
+        hv_version=fakelibvirt.FAKE_QEMU_VERSION,
+        host_info=fakelibvirt.HostInfo(cpu_nodes=2, cpu_sockets=1,
+                                       cpu_cores=2, cpu_threads=2,
+                                       kB_mem=32 * 1024 * 1024),
+        pci_info=fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=args.pfs, num_vfs=args.vfs),
+        hostname=args.host)
+    for fixture in (_host_fixtures(connection) +
+                    DomainFiles(args.domain_xml_dir).fixtures()):
+        fixture.setUp()
+    simulated_host(args.pfs, args.vfs).write(args.sysfs_root)
+    start_sidecar(args.sidecar_config, connection)
+    sys.argv = ['nova-compute'] + nova_args
+    compute_cmd.main()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""The configuration files of every service of the local cloud.
+
+Each service authenticates users with keystonemiddleware and reaches the
+others as its own user of Keystone's ``service`` project, as in devstack.
+"""
+
+import os
+import shutil
+import sys
+
+from localcloud import layout as layout_mod
+
+
+def _auth(layout, user, section, extra=''):
+    """keystoneauth options of ``user``; under ``[section]`` if given."""
+    return ("\n[%s]" % section if section else '') + """
+auth_type = password
+auth_url = {auth_url}
+username = {user}
+password = {password}
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+region_name = {region}
+{extra}""".format(auth_url=layout.auth_url, user=user,
+                  password=layout_mod.PASSWORD, region=layout_mod.REGION,
+                  extra=extra)
+
+
+def _authtoken(layout, user):
+    return _auth(layout, user, 'keystone_authtoken',
+                 'www_authenticate_uri = %s\n'
+                 'service_token_roles_required = true\n' % layout.auth_url)
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text.lstrip())
+    return path
+
+
+def keystone(layout):
+    d = layout.path('etc', 'keystone')
+    return _write(os.path.join(d, 'keystone.conf'), """
+[DEFAULT]
+use_stderr = true
+[database]
+connection = {db}
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = {d}/fernet-keys
+[fernet_receipts]
+key_repository = {d}/fernet-keys
+[credential]
+key_repository = {d}/credential-keys
+""".format(db=layout.db_url('keystone'), d=d))
+
+
+def placement(layout):
+    return _write(layout.path('etc', 'placement', 'placement.conf'), """
+[DEFAULT]
+use_stderr = true
+[api]
+auth_strategy = keystone
+[placement_database]
+connection = {db}
+""".format(db=layout.db_url('placement')) + _authtoken(layout, 'placement'))
+
+
+def glance(layout):
+    d = layout.path('etc', 'glance')
+    data = layout.path('glance')
+    path = _write(os.path.join(d, 'glance-api.conf'), """
+[DEFAULT]
+use_stderr = true
+enabled_backends = fs:file
+[database]
+connection = {db}
+[glance_store]
+default_backend = fs
+[fs]
+filesystem_store_datadir = {data}/images/
+[os_glance_staging_store]
+filesystem_store_datadir = {data}/staging/
+[os_glance_tasks_store]
+filesystem_store_datadir = {data}/tasks/
+[oslo_concurrency]
+lock_path = {data}/lock
+[paste_deploy]
+flavor = keystone
+""".format(db=layout.db_url('glance'), data=data) +
+        _authtoken(layout, 'glance'))
+    shutil.copy(os.path.join(sys.prefix, 'etc', 'glance',
+                             'glance-api-paste.ini'), d)
+    return path
+
+
+def nova(layout):
+    d = layout.path('etc', 'nova')
+    state = layout.path('nova')
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'), d)
+    return _write(os.path.join(d, 'nova.conf'), """
+[DEFAULT]
+use_stderr = true
+transport_url = {transport}
+my_ip = 127.0.0.1
+state_path = {state}
+instances_path = {state}/instances
+compute_driver = libvirt.LibvirtDriver
+allow_resize_to_same_host = true
+[api]
+auth_strategy = keystone
+[api_database]
+connection = {api_db}
+[database]
+connection = {cell_db}
+[wsgi]
+api_paste_config = {d}/api-paste.ini
+[libvirt]
+virt_type = qemu
+[scheduler]
+discover_hosts_in_cells_interval = 2
+workers = 1
+[conductor]
+workers = 1
+[oslo_concurrency]
+lock_path = {state}/lock
+[vnc]
+enabled = false
+[service_user]
+send_service_user_token = true
+""".format(transport=layout.transport_url, state=state,
+           api_db=layout.db_url('nova_api'),
+           cell_db=layout.db_url('nova_cell1'), d=d)
+        + _auth(layout, 'nova', None)
+        + _authtoken(layout, 'nova')
+        + _auth(layout, 'nova', 'placement')
+        + _auth(layout, 'nova', 'neutron')
+        + _auth(layout, 'nova', 'cyborg')
+        + _auth(layout, 'nova', 'glance'))
+
+
+def compute(layout, host):
+    """The per-host file read after nova.conf by a simulated host (its own
+    state_path: it holds the host's compute node identity)."""
+    os.makedirs(layout.path('hosts', host, 'nova'), exist_ok=True)
+    return _write(layout.path('etc', 'nova', host + '.conf'), """
+[DEFAULT]
+host = {host}
+state_path = {state}
+instances_path = {state}/instances
+[oslo_concurrency]
+lock_path = {state}/lock
+""".format(host=host, state=layout.path('hosts', host, 'nova')))
+
+
+def cyborg(layout):
+    d = layout.path('etc', 'cyborg')
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(sys.prefix, 'etc', 'cyborg', 'api-paste.ini'), d)
+    return _write(os.path.join(d, 'cyborg.conf'), """
+[DEFAULT]
+use_stderr = true
+transport_url = {transport}
+[api]
+api_paste_config = {d}/api-paste.ini
+[database]
+connection = {db}
+""".format(transport=layout.transport_url, db=layout.db_url('cyborg'), d=d)
+        + _authtoken(layout, 'cyborg')
+        + _auth(layout, 'cyborg', 'placement')
+        + _auth(layout, 'cyborg', 'nova'))
+
+
+def program_command(sysfs_root):
+    """The FPGA programmer: a stand-in card loading a bitstream's id."""
+    return ' '.join((sys.executable, os.path.join(
+        layout_mod.REPO_ROOT, 'tests', 'functional', 'harness',
+        'fpga_device.py'), sysfs_root, '{address}', '{bitstream}'))
+
+
+def sidecar(layout, host, sysfs_root):
+    return _write(layout.path('etc', 'nova-cyborg', host + '-sidecar.conf'),
+                  """
+[DEFAULT]
+host = {host}
+transport_url = {transport}
+[sidecar]
+enabled_drivers = fpga
+sysfs_root = {sysfs}
+state_path = {state}
+[fpga]
+programmer = command
+program_command = {command}
+""".format(host=host, transport=layout.transport_url, sysfs=sysfs_root,
+           state=layout.path('hosts', host, 'sidecar'),
+           command=program_command(sysfs_root))
+        + _auth(layout, 'cyborg', 'placement')
+        + _auth(layout, 'cyborg', 'glance'))

@@ -1,0 +1,91 @@
+"""Where the local cloud keeps its state, and the ports it serves on."""
+
+import dataclasses
+import json
+import os
+import sys
+
+DEFAULT_DIR = os.environ.get('NOVA_CYBORG_CLOUD_DIR',
+                             '/tmp/nova-cyborg-cloud')
+DEFAULT_PORT_BASE = int(os.environ.get('NOVA_CYBORG_CLOUD_PORT_BASE', 25000))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Port offsets from the base, one per listening service.
+PORTS = ('keystone', 'placement', 'glance', 'nova', 'cyborg', 'neutron',
+         'mariadb', 'rabbit')
+
+#: Databases of the cloud (MariaDB), one per service (Nova has three).
+DATABASES = ('keystone', 'placement', 'glance', 'nova_api', 'nova_cell0',
+             'nova_cell1', 'cyborg')
+
+#: Service users of Keystone's "service" project.
+SERVICE_USERS = ('nova', 'placement', 'glance', 'cyborg', 'neutron')
+
+REGION = 'RegionOne'
+PASSWORD = 'nova-cyborg'          # loopback only: every account's password
+DB_USER = 'openstack'
+
+
+@dataclasses.dataclass
+class Layout:
+    """Paths and ports of one cloud; saved in ``<root>/layout.json``."""
+
+    root: str = DEFAULT_DIR
+    port_base: int = DEFAULT_PORT_BASE
+    computes: int = 2
+    pfs: int = 1
+    vfs: int = 4
+
+    def port(self, name):
+        return self.port_base + PORTS.index(name)
+
+    def url(self, name, path=''):
+        return 'http://127.0.0.1:%d%s' % (self.port(name), path)
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    @property
+    def auth_url(self):
+        return self.url('keystone', '/v3')
+
+    @property
+    def cyborg_url(self):
+        return self.url('cyborg', '/accelerator/v2')
+
+    @property
+    def transport_url(self):
+        return 'rabbit://guest:guest@127.0.0.1:%d/' % self.port('rabbit')
+
+    def db_url(self, database):
+        return ('mysql+pymysql://%s:%s@127.0.0.1:%d/%s?charset=utf8mb4' %
+                (DB_USER, PASSWORD, self.port('mariadb'), database))
+
+    @property
+    def hosts(self):
+        return ['compute%d' % (i + 1) for i in range(self.computes)]
+
+    @property
+    def domain_xml_dir(self):
+        return self.path('domains')
+
+    @property
+    def python(self):
+        return sys.executable
+
+    def bin(self, name):
+        """A console script of this environment."""
+        return os.path.join(os.path.dirname(sys.executable), name)
+
+    def save(self):
+        os.makedirs(self.root, exist_ok=True)
+        with open(self.path('layout.json'), 'w') as f:
+            json.dump(dataclasses.asdict(self), f, indent=1)
+
+    @classmethod
+    def load(cls, root=DEFAULT_DIR):
+        try:
+            with open(os.path.join(root, 'layout.json')) as f:
+                return cls(**json.load(f))
+        except FileNotFoundError:
+            return None

@@ -1,0 +1,186 @@
+"""Start, watch and stop the cloud's processes.
+
+Every service runs in its own session (process group) with its output in
+``<root>/logs/<name>.log`` and its process group id in
+``<root>/pids/<name>.pid``, so that ``down`` from another command stops
+it and everything it started.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import psutil
+import requests
+
+from localcloud import layout as layout_mod
+
+
+class ServiceError(Exception):
+    """A service failed to start; names the service and its log."""
+
+    def __init__(self, name, reason, log_path):
+        self.name = name
+        self.log_path = log_path
+        super().__init__('%s: %s (log: %s)\n%s' % (
+            name, reason, log_path, tail(log_path)))
+
+
+def tail(path, lines=25):
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except OSError as exc:
+        return '(%s)' % exc
+
+
+def log_path(layout, name):
+    return layout.path('logs', name + '.log')
+
+
+def _pid_path(layout, name):
+    return layout.path('pids', name + '.pid')
+
+
+def _env(extra):
+    env = dict(os.environ)
+    # Nova 34 runs on native threads; its test fixtures (the simulated
+    # hosts) must not monkey-patch eventlet either.
+    env['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
+    env['PYTHONWARNINGS'] = 'ignore::DeprecationWarning'
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (layout_mod.REPO_ROOT, env.get('PYTHONPATH')) if p)
+    env.update(extra or {})
+    return env
+
+
+def run(layout, name, argv, env=None, timeout=300):
+    """Run a one-shot command (a DB sync); raise ServiceError if it fails."""
+    path = log_path(layout, name)
+    with open(path, 'ab') as out:
+        try:
+            proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=_env(env),
+                                  cwd=layout.root, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ServiceError(name, 'timed out after %d s' % timeout, path)
+    if proc.returncode:
+        raise ServiceError(name, '%s exited with %d' % (
+            os.path.basename(argv[0]), proc.returncode), path)
+
+
+def start(layout, name, argv, env=None):
+    """Start a long-running service in its own session."""
+    path = log_path(layout, name)
+    with open(path, 'ab') as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=_env(env),
+                                cwd=layout.root, start_new_session=True)
+    with open(_pid_path(layout, name), 'w') as f:
+        f.write('%d\n' % proc.pid)
+    return proc
+
+
+def _http_answers(url):
+    try:
+        return requests.get(url, timeout=2).status_code < 500
+    except requests.RequestException:
+        return False
+
+
+def _tcp_answers(port):
+    try:
+        with socket.create_connection(('127.0.0.1', port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait(layout, name, proc, url=None, port=None, check=None, timeout=120):
+    """Wait until ``url`` answers, ``port`` accepts or ``check()`` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServiceError(name, 'exited with %d' % proc.returncode,
+                               log_path(layout, name))
+        if ((url and _http_answers(url)) or (port and _tcp_answers(port))
+                or (check and check())):
+            return
+        time.sleep(0.2)
+    raise ServiceError(name, 'not ready after %d s' % timeout,
+                       log_path(layout, name))
+
+
+def _pgids(layout):
+    pids = {}
+    directory = layout.path('pids')
+    for entry in sorted(os.listdir(directory)) if os.path.isdir(
+            directory) else ():
+        try:
+            with open(os.path.join(directory, entry)) as f:
+                pids[entry[:-4]] = int(f.read())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _group(pgid):
+    return [p for p in psutil.process_iter(['pid']) if _pgid(p) == pgid]
+
+
+def _pgid(proc):
+    try:
+        return os.getpgid(proc.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def running(layout):
+    """``{service: [pids]}`` of the services that still have processes."""
+    result = {}
+    for name, pgid in _pgids(layout).items():
+        members = [p.pid for p in _group(pgid)]
+        if members:
+            result[name] = members
+    return result
+
+
+def memory(layout):
+    """Total RSS (bytes) of every process of the cloud."""
+    total = 0
+    for pids in running(layout).values():
+        for pid in pids:
+            try:
+                total += psutil.Process(pid).memory_info().rss
+            except psutil.Error:
+                pass
+    return total
+
+
+def stop(layout, name, pgid, grace=10):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _group(pgid):
+            time.sleep(0.1)
+        if not _group(pgid):
+            break
+    try:
+        os.unlink(_pid_path(layout, name))
+    except FileNotFoundError:
+        pass
+
+
+def stop_all(layout, order=()):
+    """Stop every service, those in ``order`` last; return their names."""
+    pgids = _pgids(layout)
+    names = sorted(pgids, key=lambda n: (n in order, order.index(n)
+                                         if n in order else 0))
+    for name in names:
+        stop(layout, name, pgids[name])
+    return names

@@ -1,0 +1,55 @@
+"""The cloud's SQL server: a private MariaDB on loopback.
+
+Its data directory, socket and log live under ``<root>/mariadb``; it
+answers on 127.0.0.1 only, with one account (``openstack``) for the
+services. The server runs as root with ``--user=root`` (the machines here
+run everything as root; a deployment would use its packaged service).
+"""
+
+import shutil
+
+from localcloud import layout as layout_mod
+from localcloud import procs
+
+NAME = 'mariadb'
+
+
+def _socket(layout):
+    return layout.path('mariadb', 'mysqld.sock')
+
+
+def _client(layout, sql):
+    return [shutil.which('mariadb') or 'mysql', '--no-defaults',
+            '-S', _socket(layout), '-uroot', '-e', sql]
+
+
+def start(layout):
+    """Initialise the data directory, start the server, create the DBs."""
+    if not shutil.which('mariadbd'):
+        raise procs.ServiceError(
+            NAME, 'mariadbd not found: install the mariadb-server package',
+            procs.log_path(layout, NAME))
+    data = layout.path('mariadb', 'data')
+    procs.run(layout, NAME, [
+        'mariadb-install-db', '--no-defaults', '--datadir=' + data,
+        '--user=root', '--auth-root-authentication-method=socket',
+        '--skip-test-db'])
+    proc = procs.start(layout, NAME, [
+        'mariadbd', '--no-defaults', '--datadir=' + data,
+        '--socket=' + _socket(layout), '--port=%d' % layout.port(NAME),
+        '--bind-address=127.0.0.1', '--user=root', '--skip-name-resolve',
+        '--log-error=' + procs.log_path(layout, NAME),
+        '--pid-file=' + layout.path('mariadb', 'mariadbd.pid'),
+        '--innodb-buffer-pool-size=128M', '--max-connections=2000',
+        '--innodb-flush-log-at-trx-commit=0',
+        '--character-set-server=utf8mb4'])
+    procs.wait(layout, NAME, proc, port=layout.port(NAME), timeout=60)
+    statements = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' "
+                  "IDENTIFIED BY '%s'" % (layout_mod.DB_USER,
+                                          layout_mod.PASSWORD)]
+    for db in layout_mod.DATABASES:
+        statements.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
+                          'utf8mb4' % db)
+        statements.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'" % (
+            db, layout_mod.DB_USER))
+    procs.run(layout, NAME, _client(layout, '; '.join(statements)))
