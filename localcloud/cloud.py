@@ -165,9 +165,21 @@ def _hosts_ready(layout, conn):
     return check
 
 
+def _check_nova_patched(layout):
+    """The cloud runs Nova as patched by nova-cyborg, or refuses to start."""
+    result = subprocess.run([layout.bin('nova-cyborg-patch'), 'status'],
+                            capture_output=True, text=True)
+    if 'Series state: applied' not in result.stdout:
+        raise procs.ServiceError(
+            'nova', 'the installed Nova is not patched by nova-cyborg: run '
+            '"nova-cyborg-patch apply" first\n' + result.stdout,
+            procs.log_path(layout, 'cloud'))
+
+
 def up(layout, out=print):
     """Start every service; returns (seconds, bytes of RSS)."""
     progress = Progress(out)
+    _check_nova_patched(layout)
     if procs.running(layout):
         raise procs.ServiceError('cloud', 'already running under %s (run '
                                  '"down" first)' % layout.root,
