@@ -128,10 +128,16 @@ def main(argv=None):
     sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
     sub.add_parser('status', help='show what runs').set_defaults(
         func=cmd_status)
-    tempest = sub.add_parser('tempest', help='run tempest against it')
-    tempest.add_argument('args', nargs=argparse.REMAINDER)
-    tempest.set_defaults(func=cmd_tempest)
+    sub.add_parser('tempest', help='run tempest against it (the arguments '
+                   'that follow are tempest run\'s)').set_defaults(
+                       func=cmd_tempest)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    tempest_args = []
+    if 'tempest' in argv:       # everything after it is tempest's
+        at = argv.index('tempest')
+        argv, tempest_args = argv[:at + 1], argv[at + 1:]
     args = parser.parse_args(argv)
+    args.args = tempest_args
     return args.func(args)
 
 

@@ -55,6 +55,10 @@ key_repository = {d}/fernet-keys
 key_repository = {d}/fernet-keys
 [credential]
 key_repository = {d}/credential-keys
+[identity]
+# Loopback test accounts: cheap password hashes keep tempest's dynamic
+# credentials fast (Keystone's default is 12 bcrypt rounds).
+password_hash_rounds = 4
 """.format(db=layout.db_url('keystone'), d=d))
 
 
