@@ -10,6 +10,7 @@ import socket
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+from oslo_privsep import priv_context
 
 DEFAULT_OPTS = [
     cfg.StrOpt('host',
@@ -164,7 +165,11 @@ def register_opts(conf):
     for group, service_type in KSA_GROUPS.items():
         ks_loading.register_session_conf_options(conf, group)
         ks_loading.register_auth_conf_options(conf, group)
-        ks_loading.register_adapter_conf_options(conf, group)
+        # Without the deprecated ``interface``, as Nova registers its own:
+        # keystoneauth refuses ``interface`` beside a ``valid_interfaces``
+        # default, and deployment tools still write it.
+        ks_loading.register_adapter_conf_options(conf, group,
+                                                 include_deprecated=False)
         conf.set_default('service_type', service_type, group=group)
         conf.set_default('valid_interfaces', ['internal', 'public'],
                          group=group)
@@ -182,4 +187,5 @@ def list_opts():
     result = [('DEFAULT', DEFAULT_OPTS)]
     result.extend((group, opts) for group, opts in GROUPS.items())
     result.extend((group, _ksa_opts(group)) for group in KSA_GROUPS)
+    result.append(('sidecar_privsep', priv_context.OPTS))
     return result

@@ -1,0 +1,44 @@
+"""The sidecar's options as deployment tools write them."""
+
+import os
+
+import fixtures
+from oslo_config import cfg
+import testtools
+
+from sidecar import conf as sidecar_conf
+from sidecar import glance
+from sidecar import placement
+
+
+class KeystoneauthOptionsTest(testtools.TestCase):
+
+    def _conf(self, text):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'sidecar.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        conf = cfg.ConfigOpts()
+        sidecar_conf.register_opts(conf)
+        conf(['--config-file', path], default_config_files=[],
+             default_config_dirs=[])
+        return conf
+
+    def test_deprecated_interface_is_ignored(self):
+        # devstack's configure_keystoneauth writes ``interface``; with
+        # keystoneauth's deprecated option registered, the adapter refused
+        # it beside the valid_interfaces default (TypeError at start).
+        conf = self._conf(
+            '[placement]\nauth_type = password\nauth_url = http://ks/v3\n'
+            'username = cyborg\npassword = x\ninterface = public\n'
+            '[glance]\nauth_type = none\ninterface = public\n')
+        client = placement.PlacementClient(conf)
+        self.assertEqual(['internal', 'public'],
+                         client.adapter.interface)
+        self.assertEqual(['internal', 'public'],
+                         glance.ImageClient(conf).adapter.interface)
+
+    def test_sample_lists_privsep_options(self):
+        groups = dict(sidecar_conf.list_opts())
+        self.assertIn('helper_command',
+                      [o.name for o in groups['sidecar_privsep']])
