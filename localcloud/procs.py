@@ -127,7 +127,10 @@ def _pgids(layout):
 
 
 def _group(pgid):
-    return [p for p in psutil.process_iter(['pid']) if _pgid(p) == pgid]
+    """Live processes of a process group (zombies are gone already)."""
+    return [p for p in psutil.process_iter(['pid', 'status'])
+            if p.info['status'] != psutil.STATUS_ZOMBIE and
+            _pgid(p) == pgid]
 
 
 def _pgid(proc):
