@@ -47,6 +47,14 @@ FPGA_VENDOR = '8086'
 LOG = logging.getLogger('localcloud.compute_host')
 
 
+def _create_instance_dir(context, instance, *args, **kwargs):
+    """Instead of the guest's disks: only its directory, which resize,
+    migrate and rescue move and write files into."""
+    from nova.virt.libvirt import utils as libvirt_utils
+    os.makedirs(libvirt_utils.get_instance_path(instance), exist_ok=True)
+    return False, False
+
+
 def _host_fixtures(connection):
     """What Nova's libvirt functional base mocks about the host."""
     mock = fixtures.MockPatch
@@ -58,7 +66,7 @@ def _host_fixtures(connection):
         nova_fixtures.OSBrickFixture(),
         nova_fixtures.PrivsepFixture(),
         mock(driver + 'LibvirtDriver._create_image',
-             return_value=(False, False)),
+             side_effect=_create_instance_dir),
         mock(driver + 'LibvirtDriver._get_local_gb_info',
              return_value={'total': 512, 'used': 0, 'free': 512}),
         mock(driver + 'LibvirtDriver._get_instance_disk_info_from_config',
