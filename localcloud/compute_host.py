@@ -83,24 +83,37 @@ def _host_fixtures(connection):
 
 
 class DomainFiles:
-    """Keep ``<dir>/<uuid>.xml`` in step with the fake libvirt's domains."""
+    """Keep ``<dir>/<uuid>.xml`` in step with the fake libvirt's domains.
 
-    def __init__(self, directory):
+    Hosts share the directory: after a resize or a migration the source
+    undefines the domain the destination has defined again, so a host
+    removes a file only if it wrote it last (``<uuid>.host`` says which).
+    """
+
+    def __init__(self, directory, host):
         self.directory = directory
+        self.host = host
         os.makedirs(directory, exist_ok=True)
 
-    def _path(self, domain):
-        return os.path.join(self.directory, domain.UUIDString() + '.xml')
+    def _path(self, domain, suffix='.xml'):
+        return os.path.join(self.directory, domain.UUIDString() + suffix)
+
+    def _replace(self, path, text):
+        with open(path + '.tmp', 'w') as f:
+            f.write(text)
+        os.replace(path + '.tmp', path)
 
     def write(self, domain):
-        tmp = self._path(domain) + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(domain.XMLDesc(0))
-        os.replace(tmp, self._path(domain))
+        self._replace(self._path(domain, '.host'), self.host)
+        self._replace(self._path(domain), domain.XMLDesc(0))
 
     def remove(self, domain):
         try:
-            os.unlink(self._path(domain))
+            with open(self._path(domain, '.host')) as f:
+                if f.read() != self.host:
+                    return
+            for suffix in ('.xml', '.host'):
+                os.unlink(self._path(domain, suffix))
         except FileNotFoundError:
             pass
 
@@ -201,7 +214,7 @@ def main():
             num_pci=0, num_pfs=args.pfs, num_vfs=args.vfs),
         hostname=args.host)
     for fixture in (_host_fixtures(connection) +
-                    DomainFiles(args.domain_xml_dir).fixtures()):
+                    DomainFiles(args.domain_xml_dir, args.host).fixtures()):
         fixture.setUp()
     simulated_host(args.pfs, args.vfs).write(args.sysfs_root)
     start_sidecar(args.sidecar_config, connection)
