@@ -44,7 +44,8 @@ def _rabbit_env(layout):
     env.update(NOVA_CYBORG_RABBIT_DIR=layout.path('rabbitmq'),
                NOVA_CYBORG_RABBIT_PORT=str(layout.port('rabbit')),
                NOVA_CYBORG_RABBIT_MGMT_PORT='0',
-               NOVA_CYBORG_RABBIT_NODE='nova-cyborg-cloud@localhost')
+               NOVA_CYBORG_RABBIT_NODE='nova-cyborg-cloud-%d@localhost' %
+               layout.port_base)
     return env
 
 

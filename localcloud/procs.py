@@ -162,28 +162,34 @@ def memory(layout):
     return total
 
 
-def stop(layout, name, pgid, grace=10):
+def _stop_groups(layout, pgids, grace=10):
+    """SIGTERM every group at once, SIGKILL what is left after ``grace``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
+        for pgid in pgids.values():
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group(pgid):
+        while time.monotonic() < deadline and any(
+                _group(pgid) for pgid in pgids.values()):
             time.sleep(0.1)
-        if not _group(pgid):
-            break
-    try:
-        os.unlink(_pid_path(layout, name))
-    except FileNotFoundError:
-        pass
+    for name in pgids:
+        try:
+            os.unlink(_pid_path(layout, name))
+        except FileNotFoundError:
+            pass
 
 
 def stop_all(layout, order=()):
-    """Stop every service, those in ``order`` last; return their names."""
+    """Stop every service, those in ``order`` last (one by one, in that
+    order); return their names."""
     pgids = _pgids(layout)
-    names = sorted(pgids, key=lambda n: (n in order, order.index(n)
-                                         if n in order else 0))
-    for name in names:
-        stop(layout, name, pgids[name])
+    first = {n: p for n, p in pgids.items() if n not in order}
+    _stop_groups(layout, first)
+    names = sorted(first)
+    for name in order:
+        if name in pgids:
+            _stop_groups(layout, {name: pgids[name]})
+            names.append(name)
     return names
