@@ -1,0 +1,205 @@
+"""Rows of the table, from the raw results of each benchmark.
+
+Each function takes what one benchmark wrote (or None when it did not
+run, with the reason) and returns its rows (:class:`report.Row`).
+"""
+
+import collections
+
+from benchmarks import report
+
+P3_TARGET = 4
+#: How far the plain boots of the two sides may differ for P2 to be judged.
+CONTROL_TOLERANCE = 0.05
+
+
+def _ms(seconds):
+    return '-' if seconds is None else '%.0f ms' % (seconds * 1000)
+
+
+def _calls(boots):
+    """Median calls per boot; the most common breakdown and its share."""
+    totals = [sum(calls.values()) for calls in boots]
+    shapes = collections.Counter(
+        ', '.join('%s x%d' % (name, n) if n > 1 else name
+                  for name, n in sorted(calls.items())) for calls in boots)
+    shape, count = shapes.most_common(1)[0]
+    return report.median(totals), '%s (%d of %d)' % (shape, count,
+                                                     len(boots))
+
+
+def boots(ours, upstream, why=None):
+    """P1, P2, P3."""
+    rows = []
+    if ours is None:
+        rows.append(report.not_measured('P1 accel/plain boot', why,
+                                        '<= 1.10'))
+    else:
+        acc, plain = ours['accel'], ours['plain']
+        rows.append(report.Row(
+            'P1 accel/plain boot, median (n=%d each)' % len(acc),
+            _ms(report.median(acc)), 'plain %s' % _ms(report.median(plain)),
+            report.ratio(report.median(acc), report.median(plain)),
+            '<= 1.10', report.ratio(report.median(acc),
+                                    report.median(plain)) <= 1.10))
+        rows.append(report.Row(
+            'P1 accel/plain boot, p95', _ms(report.p95(acc)),
+            'plain %s' % _ms(report.p95(plain)),
+            report.ratio(report.p95(acc), report.p95(plain)), '<= 1.10',
+            report.ratio(report.p95(acc), report.p95(plain)) <= 1.10))
+    if upstream is not None:
+        up = report.ratio(report.median(upstream['accel']),
+                          report.median(upstream['plain']))
+        rows.append(report.Row(
+            'P1 (info) upstream accel/plain boot, median',
+            _ms(report.median(upstream['accel'])),
+            'plain %s' % _ms(report.median(upstream['plain'])), up))
+    if ours is None or upstream is None:
+        rows.append(report.not_measured('P2 accel boot ours/upstream', why,
+                                        '<= 0.90'))
+        rows.append(report.not_measured('P3 Cyborg calls per boot', why,
+                                        '= 4'))
+        return rows
+    control = report.ratio(report.median(ours['plain']),
+                           report.median(upstream['plain']))
+    drifted = abs(control - 1) > CONTROL_TOLERANCE
+    for label, pick in (('median', report.median), ('p95', report.p95)):
+        value = report.ratio(pick(ours['accel']), pick(upstream['accel']))
+        rows.append(report.Row(
+            'P2 accel boot ours/upstream, %s' % label,
+            _ms(pick(ours['accel'])),
+            'upstream %s' % _ms(pick(upstream['accel'])), value, '<= 0.90',
+            None if drifted else value <= 0.90,
+            note='P2: not judged, the plain boots of the two sides differ '
+                 'by %.0f%% (the machine was busier for one side); rerun '
+                 'on a quiet machine' % (abs(control - 1) * 100)
+            if drifted and label == 'median' else ''))
+    overhead = [report.median(side['accel']) - report.median(side['plain'])
+                for side in (ours, upstream)]
+    rows.append(report.Row(
+        'P2 (info) accel - plain boot, ours/upstream', _ms(overhead[0]),
+        'upstream %s' % _ms(overhead[1]),
+        report.ratio(overhead[0], overhead[1]),
+        note='P2 (info): what an accelerator adds to a boot on each side '
+             '(median accel - median plain), insensitive to a drift of '
+             'the machine between the two sides'))
+    rows.append(report.Row(
+        'P2 (control) plain boot ours/upstream, median',
+        _ms(report.median(ours['plain'])),
+        'upstream %s' % _ms(report.median(upstream['plain'])), control,
+        '1.00 +- %.2f' % CONTROL_TOLERANCE, not drifted))
+    ours_calls, ours_shape = _calls(ours['accel_calls'])
+    up_calls, up_shape = _calls(upstream['accel_calls'])
+    rows.append(report.Row(
+        'P3 Cyborg REST calls per accel boot (median)', '%g' % ours_calls,
+        'upstream %g' % up_calls, report.ratio(ours_calls, up_calls),
+        '= %d' % P3_TARGET, ours_calls == P3_TARGET,
+        note='P3 calls per boot, ours: %s; upstream: %s' % (
+            ours_shape, up_shape)))
+    deletes, shape = _calls(ours['delete_calls'])
+    up_deletes, up_shape = _calls(upstream['delete_calls'])
+    rows.append(report.Row(
+        'P3 (info) Cyborg calls per delete', '%g' % deletes,
+        'upstream %g' % up_deletes,
+        note='P3 calls per delete, ours: %s; upstream: %s' % (
+            shape, up_shape)))
+    return rows
+
+
+def storm(data, why=None):
+    """P4."""
+    target = 'all ACTIVE, 0 double'
+    if data is None:
+        return [report.not_measured('P4 storm of 50 accel boots', why,
+                                    target)]
+    accel, plain, double = data['accel'], data['plain'], data['double']
+    where = data.get('where', 'local cloud')
+    n_double = double['arq_vfs'] + double['hostdev_vfs'] + double[
+        'over_allocated']
+    total = data.get('servers', 50)
+    rows = [
+        report.Row('P4 storm (%s): ACTIVE of %d accel boots' % (
+            where, total),
+                   '%d ACTIVE, %d ERROR' % (accel['active'], accel['error']),
+                   'plain: %d ACTIVE' % plain['active'],
+                   report.ratio(accel['active'], total), target,
+                   accel['active'] == total and n_double == 0),
+        report.Row('P4 storm: double assignments',
+                   '%d (ARQ VFs %d, hostdev VFs %d, over-allocated %d)' % (
+                       n_double, double['arq_vfs'], double['hostdev_vfs'],
+                       double['over_allocated']), '', None, '0',
+                   n_double == 0),
+        report.Row('P4 storm: wall time, accel/plain',
+                   '%.1f s' % accel['wall_s'],
+                   'plain %.1f s' % plain['wall_s'],
+                   report.ratio(accel['wall_s'], plain['wall_s'])),
+    ]
+    if accel['faults']:
+        rows[0].note = 'P4 faults: %s' % '; '.join(accel['faults'][:3])
+    return rows
+
+
+def steady(data, why=None):
+    """P5."""
+    if data is None:
+        return [report.not_measured('P5 sidecar steady state', why, '0')]
+    rows = []
+    for what, key in (('report_data RPCs', 'report_data'),
+                      ('Placement writes', 'placement_writes')):
+        ours = report.median([c[key] for c in data['ours']])
+        upstream = report.median([c[key] for c in data['upstream']])
+        rows.append(report.Row(
+            'P5 %s per idle cycle (n=%d)' % (what, len(data['ours'])),
+            '%g' % ours, 'cyborg-agent %g' % upstream,
+            report.ratio(ours, upstream) if upstream else None, '= 0',
+            ours == 0))
+    reads = [sum(c['placement_calls'].values()) - c['placement_writes']
+             for c in data['upstream']]
+    rows.append(report.Row(
+        'P5 (info) Placement reads per idle cycle',
+        '%g' % report.median([sum(c['placement_calls'].values()) -
+                              c['placement_writes'] for c in data['ours']]),
+        'cyborg-agent %g' % report.median(reads)))
+    rows.append(report.Row(
+        'P5 (info) seconds per idle cycle',
+        _ms(report.median([c['seconds'] for c in data['ours']])),
+        'cyborg-agent %s' % _ms(report.median(
+            [c['seconds'] for c in data['upstream']]))))
+    return rows
+
+
+def discovery(results, why=None):
+    """P6."""
+    if results is None:
+        return [report.not_measured('P6 sidecar discovery', why, '< 1 s')]
+    rows = []
+    for r in results:
+        target = '< 1 s' if r['vfs'] == 1000 else ''
+        rows.append(report.Row(
+            'P6 discovery cycle, %d VFs (%d devices)' % (
+                r['vfs'], r['devices']),
+            _ms(r['cycle_s']), 'first %s, build %s' % (
+                _ms(r['first_s']), _ms(r['build_s'])),
+            report.ratio(r['cycle_s'], 1.0) if target else None, target,
+            r['cycle_s'] < 1.0 if target else None))
+        rows.append(report.Row(
+            'P6 memory, %d VFs' % r['vfs'],
+            'peak %d KiB (tracemalloc)' % r['peak_kib'],
+            'RSS %d MiB (+%d MiB)' % (r['rss_kib'] // 1024,
+                                      r['rss_delta_kib'] // 1024)))
+    return rows
+
+
+def cold_start(data, why=None):
+    """P7."""
+    if data is None:
+        return [report.not_measured('P7 local cloud cold start', why)]
+    note = ('P7 baselines are the runbook\'s measurement of a loopback '
+            'cloud on SQLite (30-42 s, ~1.8 GB), not of this run')
+    note = '%s; layout %s' % (note, data['layout'])
+    return [report.Row('P7 local cloud cold start', '%.1f s' % data[
+        'seconds'], 'runbook 36 s', report.ratio(data['seconds'], 36.0),
+        note=note),
+        report.Row('P7 local cloud total memory (RSS)', '%.0f MiB' % data[
+            'rss_mib'], 'runbook 1800 MiB',
+            report.ratio(data['rss_mib'], 1800.0))]
