@@ -120,18 +120,20 @@ def _write(path, text):
     return path
 
 
+def _openrc(layout):
+    return OPENRC.format(root=layout.root, auth_url=layout.auth_url,
+                         password=layout_mod.PASSWORD,
+                         region=layout_mod.REGION)
+
+
 def write_openrc(layout):
-    return _write(layout.path('openrc'), OPENRC.format(
-        root=layout.root, auth_url=layout.auth_url,
-        password=layout_mod.PASSWORD, region=layout_mod.REGION))
+    return _write(layout.path('openrc'), _openrc(layout))
 
 
 def openrc_env(layout):
     """The environment ``openrc`` sets, on top of this process's."""
     env = dict(os.environ)
-    for line in OPENRC.format(root=layout.root, auth_url=layout.auth_url,
-                              password=layout_mod.PASSWORD,
-                              region=layout_mod.REGION).splitlines():
+    for line in _openrc(layout).splitlines():
         if line.startswith('export '):
             key, value = line[len('export '):].split('=', 1)
             env[key] = value

@@ -216,8 +216,9 @@ def up(layout, out=print):
                 raise procs.ServiceError(name, 'exited with %d' %
                                          proc.returncode,
                                          procs.log_path(layout, name))
+        running = procs.running(layout)
         for name in ('nova-conductor', 'nova-scheduler', 'cyborg-conductor'):
-            if name not in procs.running(layout):
+            if name not in running:
                 raise procs.ServiceError(name, 'exited',
                                          procs.log_path(layout, name))
         if time.monotonic() > deadline:
@@ -236,7 +237,8 @@ def down(layout):
     if os.path.exists(layout.path('rabbitmq')):
         subprocess.run([RABBIT, 'stop'], env=_rabbit_env(layout),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        names.append('rabbitmq')
+        if 'rabbitmq' not in names:
+            names.append('rabbitmq')
     return names
 
 

@@ -33,6 +33,16 @@ def _authtoken(layout, user):
                  'service_token_roles_required = true\n' % layout.auth_url)
 
 
+def _etc_dir(layout, service, *packaged):
+    """``<root>/etc/<service>``, with the named files that the service's
+    package installs under ``<prefix>/etc/<service>`` copied in."""
+    d = layout.path('etc', service)
+    os.makedirs(d, exist_ok=True)
+    for name in packaged:
+        shutil.copy(os.path.join(sys.prefix, 'etc', service, name), d)
+    return d
+
+
 def _write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, 'w') as f:
@@ -74,9 +84,9 @@ connection = {db}
 
 
 def glance(layout):
-    d = layout.path('etc', 'glance')
+    d = _etc_dir(layout, 'glance', 'glance-api-paste.ini')
     data = layout.path('glance')
-    path = _write(os.path.join(d, 'glance-api.conf'), """
+    return _write(os.path.join(d, 'glance-api.conf'), """
 [DEFAULT]
 use_stderr = true
 enabled_backends = fs:file
@@ -96,16 +106,11 @@ lock_path = {data}/lock
 flavor = keystone
 """.format(db=layout.db_url('glance'), data=data) +
         _authtoken(layout, 'glance'))
-    shutil.copy(os.path.join(sys.prefix, 'etc', 'glance',
-                             'glance-api-paste.ini'), d)
-    return path
 
 
 def nova(layout):
-    d = layout.path('etc', 'nova')
+    d = _etc_dir(layout, 'nova', 'api-paste.ini')
     state = layout.path('nova')
-    os.makedirs(d, exist_ok=True)
-    shutil.copy(os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'), d)
     return _write(os.path.join(d, 'nova.conf'), """
 [DEFAULT]
 use_stderr = true
@@ -162,9 +167,7 @@ lock_path = {state}/lock
 
 
 def cyborg(layout):
-    d = layout.path('etc', 'cyborg')
-    os.makedirs(d, exist_ok=True)
-    shutil.copy(os.path.join(sys.prefix, 'etc', 'cyborg', 'api-paste.ini'), d)
+    d = _etc_dir(layout, 'cyborg', 'api-paste.ini')
     return _write(os.path.join(d, 'cyborg.conf'), """
 [DEFAULT]
 use_stderr = true

@@ -15,16 +15,10 @@ import time
 
 import fixtures
 
+from localcloud import procs
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
-
-
-def tail(path, lines=40):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-lines:])
-    except OSError as exc:
-        return '(%s)' % exc
 
 
 class ChildServiceFixture(fixtures.Fixture):
@@ -65,8 +59,8 @@ class ChildServiceFixture(fixtures.Fixture):
 
     def fail_with_logs(self, reason):
         raise self.ERROR('%s\n--- %s ---\n%s\n--- %s ---\n%s' % (
-            reason, self.output_path, tail(self.output_path),
-            self.log_path, tail(self.log_path)))
+            reason, self.output_path, procs.tail(self.output_path, 40),
+            self.log_path, procs.tail(self.log_path, 40)))
 
     def stop(self):
         """Kill the service now (as a crash would); idempotent."""
