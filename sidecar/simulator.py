@@ -28,6 +28,14 @@ The tree has the kernel's layout: ``devices/pci<dddd>:00/<bdf>/`` (``vendor``,
 ``bus/mdev/devices``. After :meth:`SimulatedHost.write` the mutators change
 the description and the tree alike; ``write_attr`` and ``remove_attr``
 corrupt the tree only.
+
+Writing over a tree written before (a host's process restarts) replaces
+it in place. The kernel keeps some state across a restart of the services
+that use it: what an FPGA region has loaded and the mdevs created.
+:meth:`SimulatedHost.load_state` takes that state from an existing tree
+first, so that a restarted host finds its hardware as it left it::
+
+    host.load_state('/tmp/sys').write('/tmp/sys')
 """
 
 import dataclasses
@@ -94,10 +102,29 @@ def _write_files(directory, files):
             _write(os.path.join(directory, name), '%s\n' % text)
 
 
+def _link(value, link):
+    """``os.symlink(value, link)``, replacing a link already there."""
+    try:
+        os.symlink(value, link)
+    except FileExistsError:
+        if os.readlink(link) != value:
+            os.symlink(value, link + '.new')
+            os.replace(link + '.new', link)
+
+
 def _symlink(target, link):
     """A relative symlink ``link`` -> ``target`` (both absolute)."""
     os.makedirs(os.path.dirname(link), exist_ok=True)
-    os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+    _link(os.path.relpath(target, os.path.dirname(link)), link)
+
+
+def _read(path):
+    """A sysfs file's value without its newline; None if it is absent."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return None
 
 
 class SimulatedHost:
@@ -183,11 +210,52 @@ class SimulatedHost:
                             address, *parts)
 
     def write(self, root):
-        """Write the whole sysfs tree under ``root``; returns ``root``."""
+        """Write the whole sysfs tree under ``root``; returns ``root``.
+
+        A tree already there (this host's, written before) is brought to
+        this description: writing twice gives the same tree.
+        """
         self.root = root
         for function in self.functions.values():
             self._write_function(function)
         return root
+
+    def load_state(self, root):
+        """Take the hardware's state from a tree written before; returns
+        ``self``.
+
+        That is what the kernel keeps while the services that use the
+        devices restart: each FPGA region's loaded function (``afu_id``,
+        which a programmer writes to the tree directly), and each mdev
+        type's mdevs and available instances. Functions missing from the
+        tree keep their description; nothing is written.
+        """
+        saved, self.root = self.root, root
+        try:
+            for f in self.functions.values():
+                if not os.path.isdir(self._dir(f.address)):
+                    continue
+                if f.region is not None:
+                    afu_id = _read(self._dir(
+                        f.address, 'fpga_region', 'region%d' % f.region,
+                        'afu_id'))
+                    if afu_id is not None:
+                        f.function_id = (None if afu_id == NO_FUNCTION
+                                         else afu_id)
+                for t in f.mdev_types:
+                    type_dir = self._dir(f.address, 'mdev_supported_types',
+                                         t.type_id)
+                    if not os.path.isdir(type_dir):
+                        continue
+                    t.mdevs = sorted(os.listdir(
+                        os.path.join(type_dir, 'devices')))
+                    count = _read(os.path.join(type_dir,
+                                               'available_instances'))
+                    if count is not None:
+                        t.available_instances = int(count)
+        finally:
+            self.root = saved
+        return self
 
     def _write_function(self, f):
         path = self._dir(f.address)
@@ -197,11 +265,11 @@ class SimulatedHost:
             'numa_node': -1 if f.numa_node is None else f.numa_node})
         _symlink(path, os.path.join(self.root, 'bus/pci/devices', f.address))
         if f.physfn:
-            os.symlink('../' + f.physfn, os.path.join(path, 'physfn'))
+            _link('../' + f.physfn, os.path.join(path, 'physfn'))
         if f.virtfns:
             self._write_sriov(f)
         for index, vf in f.virtfns.items():
-            os.symlink('../' + vf, os.path.join(path, 'virtfn%d' % index))
+            _link('../' + vf, os.path.join(path, 'virtfn%d' % index))
         if f.mdev_types:
             _symlink(path, os.path.join(self.root, 'class/mdev_bus',
                                         f.address))
@@ -211,6 +279,9 @@ class SimulatedHost:
             _write_files(type_dir, {
                 'name': t.name, 'device_api': t.device_api, 'create': '',
                 'available_instances': t.available_instances})
+            for uuid in os.listdir(os.path.join(type_dir, 'devices')):
+                if uuid not in t.mdevs:       # a tree written before
+                    self._unlink_mdev(f.address, t.type_id, uuid)
             for uuid in t.mdevs:
                 self._write_mdev(f, t, uuid)
         if f.region is not None:
@@ -223,7 +294,7 @@ class SimulatedHost:
                         'state': 'operating', 'firmware': ''})):
                 class_dir = self._dir(f.address, kind, name % f.region)
                 _write_files(class_dir, files)
-                os.symlink('../..', os.path.join(class_dir, 'device'))
+                _link('../..', os.path.join(class_dir, 'device'))
                 _symlink(class_dir, os.path.join(self.root, 'class', kind,
                                                  name % f.region))
 
@@ -236,11 +307,17 @@ class SimulatedHost:
     def _write_mdev(self, f, t, uuid):
         path = self._dir(f.address, uuid)
         _write_files(path, {'remove': ''})
-        os.symlink('../mdev_supported_types/' + t.type_id,
-                   os.path.join(path, 'mdev_type'))
-        os.symlink('../../../' + uuid, self._dir(
+        _link('../mdev_supported_types/' + t.type_id,
+              os.path.join(path, 'mdev_type'))
+        _link('../../../' + uuid, self._dir(
             f.address, 'mdev_supported_types', t.type_id, 'devices', uuid))
         _symlink(path, os.path.join(self.root, 'bus/mdev/devices', uuid))
+
+    def _unlink_mdev(self, address, type_id, uuid):
+        os.unlink(self._dir(address, 'mdev_supported_types', type_id,
+                            'devices', uuid))
+        os.unlink(os.path.join(self.root, 'bus/mdev/devices', uuid))
+        shutil.rmtree(self._dir(address, uuid))
 
     # -- libvirt ----------------------------------------------------------
 
@@ -298,8 +375,8 @@ class SimulatedHost:
             pf.product_id), index)
         if self.root is not None:
             self._write_function(vf)
-            os.symlink('../' + vf.address,
-                       self._dir(pf_address, 'virtfn%d' % index))
+            _link('../' + vf.address,
+                  self._dir(pf_address, 'virtfn%d' % index))
             self._write_sriov(pf)
         return vf.address
 
@@ -332,10 +409,7 @@ class SimulatedHost:
         t = self._mdev_type(address, type_id)
         t.mdevs.remove(uuid)
         if self.root is not None:
-            os.unlink(self._dir(address, 'mdev_supported_types', type_id,
-                                'devices', uuid))
-            os.unlink(os.path.join(self.root, 'bus/mdev/devices', uuid))
-            shutil.rmtree(self._dir(address, uuid))
+            self._unlink_mdev(address, type_id, uuid)
         self.set_available_instances(address, type_id,
                                      t.available_instances + 1)
 

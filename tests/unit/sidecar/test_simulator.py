@@ -1,6 +1,8 @@
 import os
 from xml.etree import ElementTree
 
+import fixtures
+
 from sidecar import simulator
 from sidecar.sources import sysfs
 from tests.unit.sidecar import simhost
@@ -169,3 +171,86 @@ class TreeTest(simhost.SimHostTestCase):
                           'pci_0000_81_00_2', 'pci_0000_81_01_0',
                           'pci_0000_81_02_0'], names)
         self.assertIsNotNone(root.find('device/capability/hardware/uuid'))
+
+
+def _tree(root):
+    """``{relative path: file text or '-> link'}`` of a sysfs tree."""
+    result = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            key = os.path.relpath(path, root)
+            if os.path.islink(path):
+                result[key] = '-> ' + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path) as f:
+                    result[key] = f.read()
+    return result
+
+
+class RestartTest(simhost.SimHostTestCase):
+    """A host's process restarts and writes its tree again."""
+
+    DESCRIPTION = {'pfs': [{'num_vfs': 2}],
+                   'fpgas': [{'num_vfs': 1}],
+                   'gpus': [{'mdev_types': [simhost.T4_1B]}]}
+
+    def setUp(self):
+        super().setUp()
+        self.sim = self.host(**self.DESCRIPTION)
+        self.source = self.write(self.sim)
+
+    def test_writing_twice_gives_the_same_tree(self):
+        before = _tree(self.root)
+        self.assertEqual(self.root,
+                         self.host(**self.DESCRIPTION).write(self.root))
+        self.assertEqual(before, _tree(self.root))
+
+    def test_the_hardware_keeps_its_state(self):
+        # What a programmer and the sidecar did before the restart.
+        region, = sysfs.fpga_regions(self.root)
+        with open(os.path.join(region.path, 'afu_id'), 'w') as f:
+            f.write(simhost.FUNCTION_ID + '\n')
+        uuid = self.sim.create_mdev('0000:81:02.0', 'nvidia-222')
+        before = _tree(self.root)
+
+        restarted = self.host(**self.DESCRIPTION)
+        self.assertIs(restarted, restarted.load_state(self.root))
+        restarted.write(self.root)
+
+        self.assertEqual(before, _tree(self.root))
+        self.assertEqual(simhost.FUNCTION_ID,
+                         restarted.functions['0000:81:01.0'].function_id)
+        gpu = self.source.functions()[-1].mdev_type('nvidia-222')
+        self.assertEqual((15, (uuid,)), (gpu.available_instances,
+                                         gpu.mdevs))
+        # The restarted description goes on changing the tree.
+        restarted.remove_mdev('0000:81:02.0', 'nvidia-222', uuid)
+        gpu = self.source.functions()[-1].mdev_type('nvidia-222')
+        self.assertEqual((16, ()), (gpu.available_instances, gpu.mdevs))
+
+    def test_no_function_loaded_is_kept_too(self):
+        self.sim = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID}])
+        self.sim.write(self.root)
+        self.sim.set_function_id('0000:81:00.0', None)
+        restarted = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID}])
+        restarted.load_state(self.root).write(self.root)
+        self.assertIsNone(restarted.functions['0000:81:00.0'].function_id)
+        self.assertEqual(simulator.NO_FUNCTION, sysfs.SysfsSource(
+            self.root).read_attr('0000:81:00.0',
+                                 'fpga_region/region0/afu_id'))
+
+    def test_without_load_state_the_description_wins(self):
+        self.sim.create_mdev('0000:81:02.0', 'nvidia-222')
+        self.sim.set_function_id('0000:81:01.0', simhost.FUNCTION_ID)
+        fresh = self.host(**self.DESCRIPTION)
+        fresh.write(self.root)
+        self.assertEqual(_tree(self.host(**self.DESCRIPTION).write(
+            self.useFixture(fixtures.TempDir()).path)), _tree(self.root))
+
+    def test_load_state_from_nothing_changes_nothing(self):
+        host = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID}])
+        host.load_state(self.useFixture(fixtures.TempDir()).path)
+        self.assertEqual(simhost.FUNCTION_ID,
+                         host.functions['0000:81:00.0'].function_id)
+        self.assertIsNone(host.root)
