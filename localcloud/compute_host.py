@@ -19,13 +19,24 @@ both run in this one process: on a real host they share libvirtd.
 Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
 libvirt is given it, and removed when the domain is undefined, so that a
 user (and tempest) can read what Nova defined.
+
+A restart of this process is a restart of nova-compute and the sidecar on
+a real host, where libvirtd, its domains and the devices' state live on:
+the host defines and starts its domains again from those files (in the
+state they were left in) and takes the FPGA regions' loaded functions and
+the mdevs from the sysfs tree it wrote before, then starts the services.
+Nova's ``init_host`` finds its guests running; a domain whose server was
+deleted while the host was down is reaped by nova-compute
+(``running_deleted_instance_action``), which removes its file. Once the
+sidecar has sent its first report, ``--ready-file`` is written.
 """
 
 import argparse
+import glob
+import json
 import os
 import sys
 import threading
-import time
 
 from nova.cmd import compute as compute_cmd  # noqa: I100 (threading first)
 
@@ -38,7 +49,6 @@ from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from sidecar import conf as sidecar_conf  # noqa: E402
-from sidecar import exception  # noqa: E402
 from sidecar import factory  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from sidecar import simulator  # noqa: E402
@@ -82,13 +92,23 @@ def _host_fixtures(connection):
     ]
 
 
+#: Domain methods after which the domain's state is saved.
+STATE_CHANGES = ('createWithFlags', 'destroy', 'suspend', 'resume',
+                 'shutdown', 'reset', 'managedSave', 'managedSaveRemove')
+
+
 class DomainFiles:
     """Keep ``<dir>/<uuid>.xml`` in step with the fake libvirt's domains.
 
     Hosts share the directory: after a resize or a migration the source
     undefines the domain the destination has defined again, so a host
-    removes a file only if it wrote it last (``<uuid>.host`` says which).
+    removes a file only if it wrote it last (``<uuid>.host`` says which),
+    and saves the domain's state (``<uuid>.state``: running, paused or
+    shut off, and whether it has a managed save image) only for the
+    domains it owns. :meth:`restore` defines them again after a restart.
     """
+
+    SUFFIXES = ('.xml', '.host', '.state')
 
     def __init__(self, directory, host):
         self.directory = directory
@@ -103,19 +123,76 @@ class DomainFiles:
             f.write(text)
         os.replace(path + '.tmp', path)
 
+    def _owned(self, domain):
+        try:
+            with open(self._path(domain, '.host')) as f:
+                return f.read() == self.host
+        except FileNotFoundError:
+            return False
+
     def write(self, domain):
         self._replace(self._path(domain, '.host'), self.host)
         self._replace(self._path(domain), domain.XMLDesc(0))
+        self._write_state(domain)
+
+    def _write_state(self, domain):
+        self._replace(self._path(domain, '.state'), json.dumps({
+            'state': domain.info()[0],
+            'managed_save': bool(domain.hasManagedSaveImage(0))}))
+
+    def save_state(self, domain):
+        if self._owned(domain):
+            self._write_state(domain)
 
     def remove(self, domain):
-        try:
-            with open(self._path(domain, '.host')) as f:
-                if f.read() != self.host:
-                    return
-            for suffix in ('.xml', '.host'):
+        if not self._owned(domain):
+            return
+        for suffix in self.SUFFIXES:
+            try:
                 os.unlink(self._path(domain, suffix))
-        except FileNotFoundError:
-            pass
+            except FileNotFoundError:
+                pass
+
+    def saved(self):
+        """``{uuid: (xml, state dict)}`` of the domains this host owns."""
+        result = {}
+        for path in sorted(glob.glob(os.path.join(self.directory,
+                                                  '*.host'))):
+            uuid = os.path.basename(path)[:-len('.host')]
+            base = path[:-len('.host')]
+            try:
+                with open(path) as f:
+                    if f.read() != self.host:
+                        continue
+                with open(base + '.xml') as f:
+                    xml = f.read()
+            except FileNotFoundError:
+                continue
+            try:
+                with open(base + '.state') as f:
+                    state = json.load(f)
+            except (FileNotFoundError, ValueError):
+                state = {}
+            result[uuid] = (xml, state)
+        return result
+
+    def restore(self, connection):
+        """Define this host's domains in ``connection`` again, each in the
+        state it was saved in (running when unknown); returns their
+        UUIDs. Call it before :meth:`fixtures` are set up: nothing is
+        written."""
+        saved = self.saved()
+        for uuid, (xml, state) in saved.items():
+            domain = connection.defineXML(xml)
+            power = state.get('state', fakelibvirt.VIR_DOMAIN_RUNNING)
+            if power in (fakelibvirt.VIR_DOMAIN_RUNNING,
+                         fakelibvirt.VIR_DOMAIN_PAUSED):
+                domain.create()
+            if power == fakelibvirt.VIR_DOMAIN_PAUSED:
+                domain.suspend()
+            if state.get('managed_save'):
+                domain.managedSave(0)
+        return list(saved)
 
     def fixtures(self):
         files = self
@@ -144,11 +221,15 @@ class DomainFiles:
                 after('undefine', files.remove),
                 after('undefineFlags', files.remove),
                 after('attachDeviceFlags', files.write),
-                after('detachDeviceFlags', files.write)]
+                after('detachDeviceFlags', files.write)] + [
+                    after(name, files.save_state) for name in STATE_CHANGES]
 
 
 def simulated_host(pfs, vfs):
-    """The sysfs view of fakelibvirt's PCI devices; the PFs are FPGAs."""
+    """The sysfs view of fakelibvirt's PCI devices; the PFs are FPGAs.
+
+    Written with ``load_state(root).write(root)``: a restarted host keeps
+    what its devices had loaded."""
     layout = simulator.from_fakelibvirt(num_pfs=pfs, num_vfs=vfs)
     host = simulator.SimulatedHost()
     for f in layout.functions.values():
@@ -158,7 +239,7 @@ def simulated_host(pfs, vfs):
     return host
 
 
-def start_sidecar(config_file, connection):
+def start_sidecar(config_file, connection, ready_file=None):
     conf = cfg.ConfigOpts()
     sidecar_conf.register_opts(conf)
     conf(['--config-file', config_file], project='nova-cyborg',
@@ -170,25 +251,20 @@ def start_sidecar(config_file, connection):
     sidecar = factory.build(conf, transport=transport,
                             connect=lambda: connection)
     # nova-compute, started next in this process, creates the compute
-    # node's provider that the sidecar waits for (it retries ~30 s).
-    thread = threading.Thread(target=_run_sidecar, args=(sidecar,),
+    # node's provider; the sidecar's cycles retry until it is there.
+    thread = threading.Thread(target=_run_sidecar,
+                              args=(sidecar, ready_file),
                               name='sidecar', daemon=True)
     thread.start()
     return sidecar
 
 
-def _run_sidecar(sidecar, timeout=300):
+def _run_sidecar(sidecar):
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                sidecar.wait_for_provider(attempts=1)
-                break
-            except exception.ResourceProviderNotFound:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
         sidecar.start()
+        if ready_file:
+            with open(ready_file, 'w') as f:
+                f.write('%d\n' % os.getpid())
     except Exception:
         LOG.exception('The sidecar failed to start; stopping the host')
         os._exit(1)
@@ -202,6 +278,8 @@ def main():
     parser.add_argument('--sysfs-root', required=True)
     parser.add_argument('--sidecar-config', required=True)
     parser.add_argument('--domain-xml-dir', required=True)
+    parser.add_argument('--ready-file',
+                        help='written once the sidecar has reported')
     args, nova_args = parser.parse_known_args()
 
     connection = fakelibvirt.Connection(
@@ -213,11 +291,17 @@ def main():
         pci_info=fakelibvirt.HostPCIDevicesInfo(
             num_pci=0, num_pfs=args.pfs, num_vfs=args.vfs),
         hostname=args.host)
-    for fixture in (_host_fixtures(connection) +
-                    DomainFiles(args.domain_xml_dir, args.host).fixtures()):
+    domains = DomainFiles(args.domain_xml_dir, args.host)
+    restored = domains.restore(connection)
+    if restored:
+        # Before logging is set up: straight to this host's log.
+        print('Domains defined again from %s: %s' % (
+            args.domain_xml_dir, ', '.join(restored)), flush=True)
+    for fixture in _host_fixtures(connection) + domains.fixtures():
         fixture.setUp()
-    simulated_host(args.pfs, args.vfs).write(args.sysfs_root)
-    start_sidecar(args.sidecar_config, connection)
+    simulated_host(args.pfs, args.vfs).load_state(args.sysfs_root).write(
+        args.sysfs_root)
+    start_sidecar(args.sidecar_config, connection, args.ready_file)
     sys.argv = ['nova-compute'] + nova_args
     compute_cmd.main()
 

@@ -44,20 +44,54 @@ def _wait(virtapi, cyclient, instance, arq_uuids):
         need not be read again), else None.
     """
     events = [(EVENT_NAME, arq_uuid) for arq_uuid in arq_uuids]
-    resolved = []
-    with virtapi.wait_for_instance_event(
-            instance, events, timeout=CONF.arq_binding_timeout,
-            error_callback=_on_failed_event):
-        resolved = cyclient.get_arqs_for_instance(instance.uuid,
-                                                  only_resolved=True)
-        # Events for ARQs resolved before we started waiting are lost.
-        early = [(EVENT_NAME, arq['uuid']) for arq in resolved
-                 if arq.get('uuid') in arq_uuids]
-        if early:
-            virtapi.exit_wait_early(early)
-    if set(arq_uuids) <= {arq.get('uuid') for arq in resolved}:
+    resolved = None
+    try:
+        with virtapi.wait_for_instance_event(
+                instance, events, timeout=CONF.arq_binding_timeout,
+                error_callback=_on_failed_event):
+            resolved = _read_resolved(cyclient, instance)
+            # Events for ARQs resolved before we started waiting are lost.
+            early = [(EVENT_NAME, arq['uuid']) for arq in resolved or ()
+                     if arq.get('uuid') in arq_uuids]
+            if early:
+                virtapi.exit_wait_early(early)
+    except nova_exception.InstanceEventTimeout:
+        if resolved is not None:
+            raise
+        # Cyborg could not be read as the wait began, so events sent
+        # before it were missed: the ARQs may be bound all the same.
+        try:
+            arqs = cyclient.get_arqs_for_instance(instance.uuid)
+        except exception.CyborgError:
+            LOG.warning('Could not read the accelerator requests after '
+                        'waiting for their binding', exc_info=True,
+                        instance=instance)
+            raise nova_exception.InstanceEventTimeout()
+        if not _all_bound(arqs, arq_uuids):
+            raise
+        return arqs
+    if set(arq_uuids) <= {arq.get('uuid') for arq in resolved or ()}:
         return resolved
     return None
+
+
+def _read_resolved(cyclient, instance):
+    """The instance's resolved ARQs, or None if Cyborg could not be read:
+    the bind events still tell when they are resolved."""
+    try:
+        return cyclient.get_arqs_for_instance(instance.uuid,
+                                              only_resolved=True)
+    except exception.CyborgError as exc:
+        LOG.warning('Could not read the accelerator requests before '
+                    'waiting for their binding (%s); waiting for the bind '
+                    'events', exc.format_message(), instance=instance)
+        return None
+
+
+def _all_bound(arqs, arq_uuids):
+    states = {arq.get('uuid'): arq.get('state') for arq in arqs
+              if isinstance(arq, dict)}
+    return all(states.get(arq_uuid) == 'Bound' for arq_uuid in arq_uuids)
 
 
 def check_bound(arqs, arq_uuids):

@@ -31,8 +31,12 @@ def main(argv=None):
         LOG.info('Signal %d received; stopping', signum)
         sidecar.stop()
 
+    def _resync(signum, frame):
+        sidecar.resync()
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _resync)
     sidecar.wait()
     return 0
 

@@ -48,16 +48,25 @@ SIDECAR_OPTS = [
     cfg.StrOpt('resource_provider_name',
                help='Name of this host\'s compute node resource provider in '
                     'Placement, sent as the host name of every report. '
-                    'Defaults to ``[DEFAULT] host``. Checked at start.'),
+                    'Defaults to ``[DEFAULT] host``. Until it is in '
+                    'Placement nothing is reported.'),
     cfg.IntOpt('report_interval',
                default=60, min=1,
-               help='Seconds between discovery cycles. A cycle that finds '
-                    'no change sends nothing.'),
+               help='Seconds between discovery cycles once Placement '
+                    'matches the host. Each cycle sends a report only when '
+                    'the devices changed, and checks this host\'s device '
+                    'providers in Placement (one request while nothing '
+                    'changed), repairing what is wrong. After a cycle that '
+                    'left something wrong, the next one comes after 1 s, '
+                    'doubling up to this interval, with jitter.'),
     cfg.IntOpt('resync_interval',
-               default=600, min=0,
+               default=0, min=0,
                help='Seconds after which an unchanged device list is sent '
-                    'again anyway, so that a conductor whose database was '
-                    'restored or rebuilt converges. 0 disables it.'),
+                    'to cyborg-conductor again anyway. 0 (the default) '
+                    'never does: the sidecar checks Placement every cycle '
+                    'instead, and a converged host sends no RPC. To make '
+                    'a conductor whose database was restored from a backup '
+                    'relearn a host\'s devices, send the daemon SIGHUP.'),
     cfg.StrOpt('state_path',
                default='/var/lib/nova-cyborg-sidecar',
                help='Directory for the sidecar\'s programming journal. It '

@@ -41,8 +41,3 @@ class MdevError(SidecarError):
 
 class PlacementError(SidecarError):
     msg_fmt = 'Placement: %(reason)s'
-
-
-class ResourceProviderNotFound(SidecarError):
-    msg_fmt = ('No resource provider named %(name)s in Placement; start '
-               'nova-compute first or set [sidecar] resource_provider_name')

@@ -14,6 +14,7 @@ from sidecar import mdev
 from sidecar import placement as placement_mod
 from sidecar import program
 from sidecar import programmers
+from sidecar import reconcile
 from sidecar import report
 from sidecar import rpc
 from sidecar import service
@@ -55,5 +56,7 @@ def build(conf, transport=None, connect=None):
         journal_mod.Journal(conf.sidecar.state_path),
         conf.sidecar.program_lease)
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
+    reconciler = reconcile.Reconciler(conf.host, placement,
+                                      idle=programs.idle)
     return service.Sidecar(conf, transport, inventory, reporter, programs,
-                           mdevs, placement)
+                           mdevs, placement, reconciler)

@@ -2,9 +2,10 @@
 
 While an FPGA is being reprogrammed its inventory is fully reserved so that
 nothing is scheduled to it, and its function traits are replaced once the
-new bitstream runs. Every write carries the provider generation; on a
-generation conflict the provider is read again and the write retried, a
-bounded number of times.
+new bitstream runs. The reconciler (:mod:`sidecar.reconcile`) reads the
+host's providers and repairs what cyborg-conductor left wrong. Every write
+carries the provider generation; on a generation conflict the provider is
+read again and the write retried, a bounded number of times.
 """
 
 from keystoneauth1 import exceptions as ksa_exc
@@ -18,6 +19,8 @@ LOG = logging.getLogger(__name__)
 GROUP = 'placement'
 # 1.26: an inventory's reserved may equal its total.
 MICROVERSION = '1.26'
+# 1.37: a provider's parent may be changed.
+REPARENT_MICROVERSION = '1.37'
 MAX_ATTEMPTS = 5
 CONCURRENT_UPDATE = 'placement.concurrent_update'
 
@@ -48,7 +51,11 @@ class PlacementClient:
                 % (method, url, e))
 
     def _call(self, method, url, ok=(200,), **kwargs):
-        resp = self._request(method, url, **kwargs)
+        return self._check(method, url, self._request(method, url, **kwargs),
+                           ok)
+
+    @staticmethod
+    def _check(method, url, resp, ok=(200,)):
         if resp.status_code in ok:
             return resp
         if resp.status_code == 409 and _error_code(resp) == CONCURRENT_UPDATE:
@@ -82,6 +89,50 @@ class PlacementClient:
                           params={'name': name})
         providers = resp.json().get('resource_providers', [])
         return providers[0]['uuid'] if providers else None
+
+    def providers_in_tree(self, root_uuid):
+        """Every provider of the tree rooted at ``root_uuid``: dicts with
+        ``uuid``, ``name``, ``generation`` and ``parent_provider_uuid``."""
+        resp = self._call('GET', '/resource_providers',
+                          params={'in_tree': root_uuid})
+        return resp.json().get('resource_providers', [])
+
+    def get_provider(self, rp_uuid):
+        """The provider ``rp_uuid`` as Placement shows it, or None."""
+        url = '/resource_providers/%s' % rp_uuid
+        resp = self._request('GET', url)
+        if resp.status_code == 404:
+            return None
+        return self._check('GET', url, resp).json()
+
+    def create_provider(self, rp_uuid, name, parent_uuid):
+        """Create the provider ``rp_uuid`` named ``name`` under
+        ``parent_uuid``."""
+        self._call('POST', '/resource_providers', json={
+            'uuid': rp_uuid, 'name': name,
+            'parent_provider_uuid': parent_uuid})
+        LOG.info('Created resource provider %(name)s (%(rp)s) under '
+                 '%(parent)s', {'name': name, 'rp': rp_uuid,
+                                'parent': parent_uuid})
+
+    def set_parent(self, rp_uuid, name, parent_uuid):
+        """Move the provider ``rp_uuid`` under ``parent_uuid``."""
+        self._call('PUT', '/resource_providers/%s' % rp_uuid,
+                   json={'name': name, 'parent_provider_uuid': parent_uuid},
+                   microversion=REPARENT_MICROVERSION)
+        LOG.info('Moved resource provider %(name)s (%(rp)s) under '
+                 '%(parent)s', {'name': name, 'rp': rp_uuid,
+                                'parent': parent_uuid})
+
+    def read_provider(self, rp_uuid):
+        """``(inventories, traits)`` of ``rp_uuid``."""
+        inventories = self._call(
+            'GET', self._inventories_url(rp_uuid)).json().get(
+                'inventories', {})
+        traits = self._call(
+            'GET', '/resource_providers/%s/traits' % rp_uuid).json().get(
+                'traits', [])
+        return inventories, set(traits)
 
     # Inventories -----------------------------------------------------------
 
@@ -137,44 +188,46 @@ class PlacementClient:
                        lambda: self._put_reserved(rp_uuid, reserved_of))
         LOG.info('Restored the reserved inventory of provider %s', rp_uuid)
 
-    def set_total(self, rp_uuid, resource_class, total):
+    def set_inventory(self, rp_uuid, resource_class, total, reserved):
         """Make the ``resource_class`` inventory of ``rp_uuid`` offer
-        ``total`` units, as cyborg-conductor writes it (``total`` and
-        ``max_unit``; ``reserved`` is capped at the total). An inventory
-        that is not there is left alone. Returns True if it was changed.
-        """
+        ``total`` units with ``reserved`` of them reserved (``max_unit`` =
+        ``total``, as cyborg-conductor writes it), creating it if it is not
+        there; other inventories are kept. Returns True if it changed."""
         url = self._inventories_url(rp_uuid)
 
         def put():
             body = self._call('GET', url).json()
             inventories = body.get('inventories', {})
-            inv = inventories.get(resource_class)
-            if inv is None or (inv['total'], inv.get('max_unit')) == (
-                    total, total):
+            old = inventories.get(resource_class)
+            new_inv = dict(old or {}, total=total, max_unit=total,
+                           reserved=min(reserved, total))
+            if new_inv == old:
                 return False
-            new = dict(inventories)
-            new[resource_class] = dict(
-                inv, total=total, max_unit=total,
-                reserved=min(inv.get('reserved', 0), total))
             self._call('PUT', url, json={
                 'resource_provider_generation':
                     body['resource_provider_generation'],
-                'inventories': new})
+                'inventories': dict(inventories,
+                                    **{resource_class: new_inv})})
             return True
 
-        changed = self._retrying(
-            'setting the %s total of %s' % (resource_class, rp_uuid), put)
-        if changed:
-            LOG.warning('Provider %(rp)s offered a %(rc)s total other than '
-                        'the %(total)d reported; set it',
-                        {'rp': rp_uuid, 'rc': resource_class,
-                         'total': total})
-        return changed
+        self.ensure_resource_class(resource_class)
+        return self._retrying(
+            'setting the %s inventory of %s' % (resource_class, rp_uuid),
+            put)
+
+    def ensure_resource_class(self, resource_class):
+        """Create the custom ``resource_class`` if it is not there."""
+        if resource_class.startswith('CUSTOM_'):
+            self._call('PUT', '/resource_classes/%s' % resource_class,
+                       ok=(201, 204))
 
     # Traits ----------------------------------------------------------------
 
-    def _ensure_traits(self, traits):
-        for trait in traits:
+    def ensure_traits(self, traits):
+        """Create the ``CUSTOM_`` traits among ``traits``. Idempotent: 201
+        (created) and 204 (already there) both mean done, so hosts doing
+        it at the same moment all succeed."""
+        for trait in sorted(set(traits)):
             if trait.startswith('CUSTOM_'):
                 self._call('PUT', '/traits/%s' % trait, ok=(201, 204))
 
@@ -199,7 +252,7 @@ class PlacementClient:
             raise exception.InvalidArgument(
                 name='trait prefix', reason='it must not be empty')
         new_traits = list(new_traits)
-        self._ensure_traits(new_traits)
+        self.ensure_traits(new_traits)
         traits = self._retrying(
             'replacing the %s* traits of %s' % (prefix, rp_uuid),
             lambda: self._put_traits(rp_uuid, prefix, new_traits))

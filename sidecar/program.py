@@ -13,6 +13,7 @@ mid-programming undoes the reservation and sets the trait to what the device
 really holds when it comes back.
 """
 
+import contextlib
 import os
 import re
 import threading
@@ -92,6 +93,19 @@ class ProgramManager:
     def _lock(self, address):
         with self._locks_guard:
             return self._locks.setdefault(address, threading.Lock())
+
+    @contextlib.contextmanager
+    def idle(self, address):
+        """Yield False while ``address`` is being programmed; otherwise
+        hold it (no job starts) and yield True."""
+        lock = self._lock(address)
+        if not lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
 
     # -- checks ---------------------------------------------------------
 
@@ -226,25 +240,33 @@ class ProgramManager:
             except exception.SidecarError as exc:
                 LOG.error('Could not restore the reservation of provider '
                           '%(rp)s: %(exc)s; it stays reserved and is retried '
-                          'at the next start', {'rp': rp, 'exc': exc})
+                          'next cycle', {'rp': rp, 'exc': exc})
                 return
         self._journal.jobs.pop(address)
 
     # -- start and housekeeping -----------------------------------------
 
     def recover(self):
-        """Undo jobs a killed sidecar left half done."""
+        """Undo jobs a killed sidecar left half done, and give back the
+        providers of jobs whose end could not reach Placement. Runs every
+        cycle; a job in flight is left alone."""
         for address, job in self._journal.jobs.items():
-            LOG.warning('Programming of %(addr)s with %(image)s was '
-                        'interrupted; restoring its providers',
-                        {'addr': address, 'image': job.get('image')})
-            device = self._inventory.refresh_device(address)
-            if device is not None:
-                loaded = sorted(self._loaded_traits(device))
-                for rp in job.get('reserved', {}):
-                    self._placement.replace_traits_with_prefix(
-                        rp, FUNCTION_TRAIT_PREFIX, loaded)
-            self._finish(address, job)
+            with self.idle(address) as idle:
+                if idle:
+                    self._recover(address, job)
+
+    def _recover(self, address, job):
+        LOG.warning('Programming of %(addr)s with %(image)s did not '
+                    'finish (interrupted, or Placement could not be '
+                    'reached at its end); restoring its providers',
+                    {'addr': address, 'image': job.get('image')})
+        device = self._inventory.refresh_device(address)
+        if device is not None:
+            loaded = sorted(self._loaded_traits(device))
+            for rp in job.get('reserved', {}):
+                self._placement.replace_traits_with_prefix(
+                    rp, FUNCTION_TRAIT_PREFIX, loaded)
+        self._finish(address, job)
 
     def housekeep(self):
         """End promises whose server came and went."""

@@ -3,9 +3,10 @@ when they changed.
 
 cyborg-agent sends its full device list every minute, and cyborg-conductor
 reads its whole database to diff it each time. The sidecar sends the list at
-start, when a cycle finds a change, after a failed send, and every
-``[sidecar] resync_interval`` seconds (so a conductor whose database was
-rebuilt converges); a cycle with no change sends nothing.
+start, when a cycle finds a change, after a failed send, when the
+reconciler (:mod:`sidecar.reconcile`) finds a provider missing in Placement,
+on SIGHUP, and every ``[sidecar] resync_interval`` seconds if set; a cycle
+with no change sends nothing.
 """
 
 import hashlib
@@ -116,8 +117,9 @@ class Reporter:
             return False
         return self._clock() - self._sent_at >= self._resync_interval
 
-    def report(self, context, devices):
-        """Send ``devices`` if needed. Returns True if a report was sent.
+    def report(self, context, devices, prepare=None):
+        """Send ``devices`` if needed, calling ``prepare(devices)`` just
+        before. Returns True if a report was sent.
 
         A failed send raises; the next call sends again.
         """
@@ -126,6 +128,8 @@ class Reporter:
         if not self._due(current):
             return False
         self._sent_digest = None
+        if prepare is not None:
+            prepare(devices)
         LOG.info('Reporting %(n)d device(s) of %(host)s to cyborg-conductor',
                  {'n': len(wire), 'host': self._rp_name})
         self._conductor.report_data(context, self._rp_name, wire)

@@ -1,5 +1,6 @@
 """The sidecar service: discover, report, and serve cyborg-agent's RPC."""
 
+import random
 import threading
 import time
 
@@ -7,7 +8,6 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from sidecar import exception
-from sidecar import report
 from sidecar import rpc
 
 LOG = logging.getLogger(__name__)
@@ -44,21 +44,56 @@ class AgentEndpoint:
         self._mdevs.remove(pci_addr, asked_type, ah_uuid)
 
 
+class Backoff:
+    """Delays that double from ``first`` up to ``cap`` seconds, each drawn
+    at random from its upper half so hosts started together spread out."""
+
+    def __init__(self, first, cap, uniform=random.uniform):
+        self._first = first
+        self._cap = cap
+        self._uniform = uniform
+        self._attempt = 0
+
+    def reset(self):
+        self._attempt = 0
+
+    def next(self):
+        delay = min(self._cap, self._first * 2 ** min(self._attempt, 30))
+        self._attempt += 1
+        return self._uniform(delay / 2.0, delay)
+
+
 class Sidecar:
-    """Wire the parts together and run the discovery loop in a thread."""
+    """Wire the parts together and run the discovery loop in a thread.
+
+    Each cycle discovers the devices, reports them when they changed, and
+    checks (and repairs) this host's providers in Placement. A cycle that
+    leaves anything wrong (the compute node not registered yet,
+    cyborg-conductor or RabbitMQ not answering, a provider still missing)
+    is followed by another one after a backoff of 1 s doubling up to
+    ``[sidecar] report_interval``, with jitter; once everything matches,
+    cycles run every ``report_interval``.
+    """
+
+    FIRST_RETRY = 1.0
 
     def __init__(self, conf, transport, inventory, reporter, programs,
-                 mdevs, placement):
+                 mdevs, placement, reconciler):
         self.conf = conf
         self._transport = transport
         self.inventory = inventory
         self.reporter = reporter
         self.programs = programs
+        self.reconciler = reconciler
         self._placement = placement
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._cycle_lock = threading.Lock()
         self._thread = None
+        self._backoff = Backoff(self.FIRST_RETRY,
+                                conf.sidecar.report_interval)
+        #: True when the last cycle left Placement matching this host.
+        self.converged = False
         self._server = rpc.get_agent_server(
             transport, conf.host,
             AgentEndpoint(programs, mdevs, self.run_cycle))
@@ -67,26 +102,10 @@ class Sidecar:
     def rp_name(self):
         return self.conf.sidecar.resource_provider_name or self.conf.host
 
-    def wait_for_provider(self, attempts=6, first_delay=1.0):
-        """The compute node's provider must exist before reporting."""
-        delay = first_delay
-        for attempt in range(attempts):
-            if self._placement.find_provider(self.rp_name):
-                return
-            if attempt + 1 < attempts:
-                LOG.warning('Resource provider %(name)s not in Placement '
-                            'yet; retrying in %(delay).0f s',
-                            {'name': self.rp_name, 'delay': delay})
-                self._stopping.wait(delay)
-                delay *= 2
-        raise exception.ResourceProviderNotFound(name=self.rp_name)
-
     def start(self):
-        self.wait_for_provider()
         self.inventory.discover()
-        self.programs.recover()
         # Serve the agent RPC before announcing devices: the conductor may
-        # call as soon as it knows them.
+        # call as soon as it knows them. This waits for RabbitMQ.
         self._server.start()
         self.run_cycle()
         self._thread = threading.Thread(target=self._loop,
@@ -96,64 +115,99 @@ class Sidecar:
         LOG.info('Sidecar for host %s started', self.conf.host)
 
     def run_cycle(self):
-        """One discovery cycle. Never raises: the daemon keeps running."""
+        """One discovery cycle. Never raises: the daemon keeps running.
+        Returns True if Placement matches this host afterwards."""
         with self._cycle_lock:
-            self._run_cycle()
+            try:
+                converged = self._run_cycle()
+            except Exception:
+                LOG.exception('Discovery cycle failed')
+                converged = False
+            if converged and not self.converged:
+                LOG.info('Placement matches the devices of %s', self.rp_name)
+            self.converged = converged
+            if converged:
+                self._backoff.reset()
+            return converged
 
     def _run_cycle(self):
         context = rpc.admin_context()
         try:
-            devices = self.inventory.discover()
-            sent = self.reporter.report(context, devices)
+            self.programs.recover()
+        except Exception:
+            LOG.exception('Finishing interrupted programming jobs failed; '
+                          'retried next cycle')
+        try:
+            root = self._placement.find_provider(self.rp_name)
+        except exception.SidecarError as exc:
+            LOG.warning('Cannot read Placement: %s', exc)
+            return False
+        if root is None:
+            LOG.warning('Resource provider %s (the compute node) is not in '
+                        'Placement yet; nothing is reported until '
+                        'nova-compute registers it', self.rp_name)
+            return False
+        devices = self.inventory.discover()
+        if self.reconciler.report_due():
+            self.reporter.invalidate()
+
+        def report(again=False):
+            if again:
+                self.reporter.invalidate()
+            self.reporter.report(context, devices,
+                                 prepare=self._create_traits)
+
+        try:
+            report()
         except Exception:
             LOG.exception('Reporting to cyborg-conductor failed; the full '
                           'device list is sent again next cycle')
             self.reporter.invalidate()
-        else:
-            if sent:
-                self._check_totals(devices)
+            return False
         try:
-            self.programs.housekeep()
+            drift = self.reconciler.converge(
+                root, devices, report_again=lambda: report(again=True))
         except Exception:
-            LOG.exception('Checking programming promises failed')
+            LOG.exception('Checking the providers of %s in Placement failed',
+                          self.rp_name)
+            return False
+        finally:
+            try:
+                self.programs.housekeep()
+            except Exception:
+                LOG.exception('Checking programming promises failed')
+        if drift:
+            LOG.warning('Placement still differs for %(n)d provider(s) of '
+                        '%(host)s; checking again soon',
+                        {'n': len(drift), 'host': self.rp_name})
+        return not drift
 
-    def _check_totals(self, devices):
-        """Set the inventory totals the conductor should have written.
-
-        cyborg-conductor answers a report without an error when Placement
-        refused its inventory update (a generation conflict, HTTP 409):
-        its database then holds the new number of accelerators and
-        Placement the old one, for good, since the next report changes
-        nothing in its database. If this check fails, the report is sent
-        and checked again next cycle.
-        """
-        try:
-            for device in devices:
-                for dep in device.deployables:
-                    if dep.num_accelerators < 1:
-                        continue
-                    rp = self._placement.find_provider(
-                        report.deployable_name(self.conf.host, dep))
-                    if rp is not None:
-                        self._placement.set_total(rp, dep.resource_class,
-                                                  dep.num_accelerators)
-        except Exception:
-            LOG.exception('Checking the inventories in Placement after a '
-                          'report failed; the full device list is sent '
-                          'again next cycle')
-            self.reporter.invalidate()
+    def _create_traits(self, devices):
+        """Create the custom traits of a report before sending it:
+        cyborg-conductor 17 creates them by a read then a write and drops
+        the device when another host's report created the trait in
+        between."""
+        self._placement.ensure_traits(
+            {t for device in devices for dep in device.deployables
+             for t in dep.traits})
 
     def _loop(self):
-        interval = self.conf.sidecar.report_interval
         while not self._stopping.is_set():
-            self._wake.wait(interval)
+            if self.converged:
+                delay = self.conf.sidecar.report_interval
+            else:
+                delay = self._backoff.next()
+            self._wake.wait(delay)
             self._wake.clear()
             if self._stopping.is_set():
                 break
             self.run_cycle()
 
-    def trigger(self):
-        """Run a cycle soon (after a change the daemon made itself)."""
+    def resync(self):
+        """Send the full device list and check Placement now (SIGHUP):
+        after cyborg-conductor's database was restored, for example."""
+        LOG.info('Full report requested')
+        self.reporter.invalidate()
         self._wake.set()
 
     def stop(self):

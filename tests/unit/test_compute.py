@@ -3,6 +3,8 @@
 import threading
 import types
 
+import requests
+
 from nova.compute import manager
 from nova import exception as nova_exception
 from nova import objects
@@ -101,6 +103,40 @@ class GetBoundArqsTest(test_client.ClientTestBase):
                                 self.get)
         self.assertIn('Timed out after 1 seconds',
                       compute.build_fault_message(exc))
+
+    def unreachable_then(self, *arq_lists):
+        """The first read cannot reach Cyborg; the next ones answer."""
+        self.flags(connect_retries=0, group='cyborg')
+        self.requests.get(QUERY, [
+            {'exc': requests.exceptions.ConnectionError('refused')}] + [
+            {'json': {'arqs': arqs}} for arqs in arq_lists])
+
+    def test_unreachable_as_the_wait_begins_waits_for_the_event(self):
+        self.unreachable_then([bound(uuids.a0)])
+        self.send_event(uuids.a0, 'completed')
+        self.assertEqual([uuids.a0], [a['uuid'] for a in self.get()])
+
+    def test_unreachable_as_the_wait_begins_event_missed(self):
+        # Bound before the wait began: its event is gone, and Cyborg could
+        # not be read then. After the timeout the ARQs are read again.
+        self.flags(arq_binding_timeout=1)
+        self.unreachable_then([bound(uuids.a0)])
+        self.assertEqual([uuids.a0], [a['uuid'] for a in self.get()])
+
+    def test_unreachable_as_the_wait_begins_then_timeout(self):
+        self.flags(arq_binding_timeout=1)
+        for answer in ([bound(uuids.a0, state='BindStarted')], None):
+            self.requests.reset_mock()
+            if answer is None:
+                self.flags(connect_retries=0, group='cyborg')
+                self.requests.get(QUERY, exc=requests.exceptions
+                                  .ConnectionError('refused'))
+            else:
+                self.unreachable_then(answer)
+            exc = self.assertRaises(nova_exception.InstanceEventTimeout,
+                                    self.get)
+            self.assertIn('Timed out after 1 seconds',
+                          compute.build_fault_message(exc))
 
     def test_hostile_attach_handle(self):
         arqs = [bound(uuids.a0, attach_handle_info=dict(

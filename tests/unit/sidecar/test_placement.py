@@ -143,34 +143,6 @@ class PlacementClientTest(testtools.TestCase):
                                 self.client.reserve_all, RP)
         self.assertIn('Placement is unreachable (PUT ', str(exc))
 
-    # set_total (after a report whose inventory update the conductor lost)
-
-    def test_set_total(self):
-        self.requests.get(INV_URL, json=_inventories(3, FPGA=2))
-        self.requests.put(INV_URL, json=_inventories(4))
-        self.assertTrue(self.client.set_total(RP, 'FPGA', 1))
-        (put,) = self._puts(INV_URL)
-        body = put.json()
-        self.assertEqual(3, body['resource_provider_generation'])
-        # total and max_unit set, reserved capped; the rest untouched.
-        self.assertEqual(dict(_inv(2), total=1, max_unit=1, reserved=1),
-                         body['inventories']['FPGA'])
-        self.assertEqual(_inv(8, 1), body['inventories']['CUSTOM_FPGA_MEM'])
-
-    def test_set_total_unchanged_writes_nothing(self):
-        self.requests.get(INV_URL, json=_inventories(3))
-        self.assertFalse(self.client.set_total(RP, 'FPGA', 2))
-        self.assertFalse(self.client.set_total(RP, 'VGPU', 4))
-        self.assertEqual([], self._puts(INV_URL))
-
-    def test_set_total_retries_generation_conflict(self):
-        self.requests.get(INV_URL, [{'json': _inventories(3)},
-                                    {'json': _inventories(5)}])
-        self.requests.put(INV_URL, [_conflict(), {'json': _inventories(6)}])
-        self.assertTrue(self.client.set_total(RP, 'FPGA', 3))
-        self.assertEqual([3, 5], [p.json()['resource_provider_generation']
-                                  for p in self._puts(INV_URL)])
-
     def test_reserve_all_already_reserved_writes_nothing(self):
         self.requests.get(INV_URL, json=_inventories(
             3, FPGA=2, CUSTOM_FPGA_MEM=8))
@@ -210,6 +182,116 @@ class PlacementClientTest(testtools.TestCase):
                                   for p in puts])
         self.assertEqual(0, puts[-1].json()['inventories']['FPGA'][
             'reserved'])
+
+    # reconciliation -------------------------------------------------------
+
+    def test_providers_in_tree(self):
+        tree = [{'uuid': RP, 'name': 'c1', 'generation': 1,
+                 'parent_provider_uuid': None}]
+        self.requests.get(ENDPOINT + '/resource_providers',
+                          json={'resource_providers': tree})
+        self.assertEqual(tree, self.client.providers_in_tree(RP))
+        self.assertEqual({'in_tree': [RP]}, self.requests.last_request.qs)
+
+    def test_get_provider(self):
+        url = ENDPOINT + '/resource_providers/' + RP
+        self.requests.get(url, json={'uuid': RP})
+        self.assertEqual({'uuid': RP}, self.client.get_provider(RP))
+        self.requests.get(url, status_code=404)
+        self.assertIsNone(self.client.get_provider(RP))
+        self.requests.get(url, status_code=503, text='down')
+        self.assertRaises(exception.PlacementError, self.client.get_provider,
+                          RP)
+
+    def test_create_provider(self):
+        self.requests.post(ENDPOINT + '/resource_providers',
+                           json={'uuid': RP})
+        self.client.create_provider(RP, 'c1_0000:5e:00.0', 'parent')
+        self.assertEqual({'uuid': RP, 'name': 'c1_0000:5e:00.0',
+                          'parent_provider_uuid': 'parent'},
+                         self.requests.last_request.json())
+
+    def test_create_provider_name_taken(self):
+        self.requests.post(ENDPOINT + '/resource_providers', status_code=409,
+                           json={'errors': [{'status': 409, 'detail':
+                                             'name already exists'}]})
+        exc = self.assertRaises(exception.PlacementError,
+                                self.client.create_provider, RP, 'n', 'p')
+        self.assertIn('HTTP 409: name already exists', str(exc))
+
+    def test_set_parent(self):
+        url = ENDPOINT + '/resource_providers/' + RP
+        self.requests.put(url, json={'uuid': RP})
+        self.client.set_parent(RP, 'n', 'parent')
+        request = self.requests.last_request
+        self.assertEqual({'name': 'n', 'parent_provider_uuid': 'parent'},
+                         request.json())
+        self.assertEqual('placement 1.37',
+                         request.headers['OpenStack-API-Version'])
+
+    def test_read_provider(self):
+        self.requests.get(INV_URL, json=_inventories(3))
+        self.requests.get(TRAITS_URL, json={
+            'resource_provider_generation': 3, 'traits': ['A', 'B']})
+        inventories, traits = self.client.read_provider(RP)
+        self.assertEqual(_inventories(3)['inventories'], inventories)
+        self.assertEqual({'A', 'B'}, traits)
+
+    def test_set_inventory(self):
+        self.requests.get(INV_URL, json=_inventories(3, FPGA=2))
+        self.requests.put(INV_URL, json=_inventories(4))
+        self.assertTrue(self.client.set_inventory(RP, 'FPGA', 1, 0))
+        (put,) = self._puts(INV_URL)
+        body = put.json()
+        self.assertEqual(3, body['resource_provider_generation'])
+        self.assertEqual(dict(_inv(2), total=1, max_unit=1, reserved=0),
+                         body['inventories']['FPGA'])
+        # Other inventories are kept as they are.
+        self.assertEqual(_inv(8, 1), body['inventories']['CUSTOM_FPGA_MEM'])
+
+    def test_set_inventory_creates_class_and_inventory(self):
+        rc_url = ENDPOINT + '/resource_classes/CUSTOM_QAT'
+        self.requests.put(rc_url, status_code=204)
+        self.requests.get(INV_URL, json={'resource_provider_generation': 0,
+                                         'inventories': {}})
+        self.requests.put(INV_URL, json={})
+        self.assertTrue(self.client.set_inventory(RP, 'CUSTOM_QAT', 2, 0))
+        self.assertEqual(1, len(self._puts(rc_url)))
+        (put,) = self._puts(INV_URL)
+        self.assertEqual({'CUSTOM_QAT': {'total': 2, 'max_unit': 2,
+                                         'reserved': 0}},
+                         put.json()['inventories'])
+
+    def test_set_inventory_unchanged_writes_nothing(self):
+        self.requests.get(INV_URL, json=_inventories(3))
+        self.assertFalse(self.client.set_inventory(RP, 'FPGA', 2, 0))
+        self.assertEqual([], self._puts(INV_URL))
+
+    def test_set_inventory_retries_generation_conflict(self):
+        self.requests.get(INV_URL, [{'json': _inventories(3)},
+                                    {'json': _inventories(5)}])
+        self.requests.put(INV_URL, [_conflict(), {'json': _inventories(6)}])
+        self.assertTrue(self.client.set_inventory(RP, 'FPGA', 3, 0))
+        self.assertEqual([3, 5], [p.json()['resource_provider_generation']
+                                  for p in self._puts(INV_URL)])
+
+    def test_ensure_traits_created_or_there(self):
+        # 201 and 204 both mean done: two hosts creating one trait at the
+        # same moment both succeed (cyborg-conductor 17 fails on 204).
+        self.requests.put(ENDPOINT + '/traits/CUSTOM_A', status_code=201)
+        self.requests.put(ENDPOINT + '/traits/CUSTOM_B', status_code=204)
+        self.client.ensure_traits(['CUSTOM_B', 'OWNER_CYBORG', 'CUSTOM_A',
+                                   'CUSTOM_A'])
+        self.assertEqual(
+            ['/traits/custom_a', '/traits/custom_b'],
+            [r.path for r in self.requests.request_history])
+
+    def test_ensure_traits_refused(self):
+        self.requests.put(ENDPOINT + '/traits/CUSTOM_A', status_code=400,
+                          json={'errors': [{'status': 400,
+                                            'detail': 'bad name'}]})
+        self.assertRaises(exception.PlacementError,
+                          self.client.ensure_traits, ['CUSTOM_A'])
 
     # traits ---------------------------------------------------------------
 

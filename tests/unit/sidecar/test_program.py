@@ -1,4 +1,5 @@
 import threading
+from unittest import mock
 
 import fixtures
 import testtools
@@ -225,6 +226,36 @@ class ProgramManagerTest(testtools.TestCase):
                          self.placement.history)
         self.assertEqual([TRAIT_A], self.placement.traits[rp])
         self.assertEqual([], journal.Journal(self.state).jobs.items())
+
+    def test_failed_restore_is_retried_next_cycle(self):
+        rp = 'rp-compute1_' + PF
+        restore = self.placement.restore_reserved
+        self.placement.restore_reserved = mock.Mock(
+            side_effect=exception.PlacementError(reason='unreachable'))
+        self.assertTrue(self._program())
+        # Still journaled: the provider is still reserved.
+        self.assertEqual([PF], [address for address, _ in
+                                journal.Journal(self.state).jobs.items()])
+        self.placement.restore_reserved = restore
+        self.manager.recover()
+        self.assertFalse(self.placement.reserved[rp])
+        self.assertEqual([], journal.Journal(self.state).jobs.items())
+
+    def test_recover_leaves_a_job_in_flight_alone(self):
+        self.fpga.release = threading.Event()
+        worker = threading.Thread(target=self._program)
+        worker.start()
+        self.assertTrue(self.fpga.in_program.wait(60))
+        with self.manager.idle(PF) as idle:
+            self.assertFalse(idle)
+        self.manager.recover()
+        rp = 'rp-compute1_' + PF
+        self.assertTrue(self.placement.reserved[rp])
+        self.fpga.release.set()
+        worker.join(60)
+        self.assertFalse(self.placement.reserved[rp])
+        with self.manager.idle(PF) as idle:
+            self.assertTrue(idle)
 
     def test_malformed_arguments(self):
         bad = [

@@ -109,6 +109,24 @@ class ReporterTest(testtools.TestCase):
         self.now += 1
         self.assertTrue(self.reporter.report(None, [_fpga()]))
 
+    def test_prepare_runs_before_a_send_only(self):
+        calls = []
+
+        def prepare(devices):
+            calls.append(len(self.conductor.calls))
+        self.reporter.report(None, [_fpga()], prepare=prepare)
+        self.reporter.report(None, [_fpga()], prepare=prepare)
+        # Once, before the first send; not for the unchanged list.
+        self.assertEqual([0], calls)
+
+    def test_failed_prepare_sends_nothing(self):
+        def prepare(devices):
+            raise RuntimeError('Placement down')
+        self.assertRaises(RuntimeError, self.reporter.report, None,
+                          [_fpga()], prepare=prepare)
+        self.assertEqual([], self.conductor.calls)
+        self.assertTrue(self.reporter.report(None, [_fpga()]))
+
     def test_failed_send_is_retried(self):
         self.conductor.fail = True
         self.assertRaises(RuntimeError, self.reporter.report, None,

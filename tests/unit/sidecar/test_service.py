@@ -1,5 +1,5 @@
-"""The sidecar's discovery cycle: report, then check what the conductor
-wrote in Placement."""
+"""The sidecar's discovery cycle: create the report's traits, report,
+check Placement; and the backoff of the cycles that left something wrong."""
 
 from unittest import mock
 
@@ -8,14 +8,17 @@ import testtools
 
 from sidecar import exception
 from sidecar import model
+from sidecar import reconcile
 from sidecar import service
 from tests.unit.sidecar import utils
 
+ROOT = 'c0c0c0c0-0000-4000-8000-000000000000'
 
-def _device(address, vfs, resource_class='FPGA'):
+
+def _device(address, vfs, traits=('OWNER_CYBORG', 'CUSTOM_FPGA_INTEL')):
     dep = model.Deployable(
-        name=address, resource_class=resource_class, num_accelerators=vfs,
-        traits=('OWNER_CYBORG',), attach_handles=(), driver_name='intel')
+        name=address, resource_class='FPGA', num_accelerators=vfs,
+        traits=traits, attach_handles=(), driver_name='intel')
     return model.Device(type='FPGA', vendor='8086', model='09c4',
                         address=address, deployables=(dep,),
                         std_board_info=())
@@ -28,48 +31,114 @@ class CycleTest(testtools.TestCase):
         conf = utils.make_conf()
         conf.set_override('host', 'compute1')
         self.devices = [_device('0000:81:00.0', 3),
-                        _device('0000:82:00.0', 0)]
+                        _device('0000:82:00.0', 2, ('CUSTOM_FPGA_XILINX',))]
         self.inventory = mock.Mock(**{'discover.return_value':
                                       self.devices})
         self.reporter = mock.Mock(**{'report.return_value': True})
-        self.placement = mock.Mock(**{
-            'find_provider.side_effect': lambda name: 'rp-' + name})
+        self.placement = mock.Mock(**{'find_provider.return_value': ROOT})
+        self.reconciler = mock.Mock(**{'converge.return_value': {},
+                                       'report_due.return_value': False})
+        self.programs = mock.Mock()
         self.useFixture(fixtures.MonkeyPatch(
             'sidecar.rpc.get_agent_server', mock.Mock()))
         self.sidecar = service.Sidecar(
-            conf, mock.Mock(), self.inventory, self.reporter, mock.Mock(),
-            mock.Mock(), self.placement)
+            conf, mock.Mock(), self.inventory, self.reporter, self.programs,
+            mock.Mock(), self.placement, self.reconciler)
 
-    def test_totals_set_after_a_report(self):
+    def test_report_then_converge(self):
+        self.assertTrue(self.sidecar.run_cycle())
+        self.assertTrue(self.sidecar.converged)
+        self.placement.find_provider.assert_called_once_with('compute1')
+        self.programs.recover.assert_called_once_with()
+        self.reporter.report.assert_called_once_with(
+            mock.ANY, self.devices, prepare=mock.ANY)
+        self.reconciler.converge.assert_called_once_with(
+            ROOT, self.devices, report_again=mock.ANY)
+        self.programs.housekeep.assert_called_once_with()
+
+    def test_traits_created_before_a_report(self):
         self.sidecar.run_cycle()
-        # The deployable with no accelerator has no inventory to check.
-        self.placement.find_provider.assert_called_once_with(
-            'compute1_0000:81:00.0')
-        self.placement.set_total.assert_called_once_with(
-            'rp-compute1_0000:81:00.0', 'FPGA', 3)
-        self.reporter.invalidate.assert_not_called()
+        prepare = self.reporter.report.call_args[1]['prepare']
+        self.placement.ensure_traits.assert_not_called()
+        prepare(self.devices)
+        self.placement.ensure_traits.assert_called_once_with(
+            {'OWNER_CYBORG', 'CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_XILINX'})
 
-    def test_nothing_checked_without_a_report(self):
-        self.reporter.report.return_value = False
+    def test_report_again_sends_the_full_list(self):
         self.sidecar.run_cycle()
-        self.placement.find_provider.assert_not_called()
-        self.placement.set_total.assert_not_called()
+        report_again = self.reconciler.converge.call_args[1]['report_again']
+        self.reporter.reset_mock()
+        report_again()
+        self.reporter.invalidate.assert_called_once_with()
+        self.reporter.report.assert_called_once_with(
+            mock.ANY, self.devices, prepare=mock.ANY)
 
-    def test_provider_not_there_is_skipped(self):
-        self.placement.find_provider.side_effect = None
+    def test_report_due_after_a_direct_repair(self):
+        self.reconciler.report_due.return_value = True
+        self.sidecar.run_cycle()
+        self.reporter.invalidate.assert_called_once_with()
+        self.reporter.report.assert_called_once_with(
+            mock.ANY, self.devices, prepare=mock.ANY)
+
+    def test_no_compute_node_yet(self):
         self.placement.find_provider.return_value = None
-        self.sidecar.run_cycle()
-        self.placement.set_total.assert_not_called()
-        self.reporter.invalidate.assert_not_called()
+        self.assertFalse(self.sidecar.run_cycle())
+        self.reporter.report.assert_not_called()
+        self.reconciler.converge.assert_not_called()
 
-    def test_failed_check_sends_again(self):
-        self.placement.set_total.side_effect = exception.PlacementError(
+    def test_placement_unreachable(self):
+        self.placement.find_provider.side_effect = exception.PlacementError(
             reason='Placement is unreachable')
-        self.sidecar.run_cycle()
+        self.assertFalse(self.sidecar.run_cycle())
+        self.reporter.report.assert_not_called()
+
+    def test_failed_report_is_sent_again(self):
+        self.reporter.report.side_effect = RuntimeError('conductor gone')
+        self.assertFalse(self.sidecar.run_cycle())
+        self.reporter.invalidate.assert_called_once_with()
+        self.reconciler.converge.assert_not_called()
+
+    def test_drift_left(self):
+        self.reconciler.converge.return_value = {
+            mock.sentinel.want: reconcile.Drift(False, ['wrong'])}
+        self.assertFalse(self.sidecar.run_cycle())
+        self.assertFalse(self.sidecar.converged)
+        self.programs.housekeep.assert_called_once_with()
+
+    def test_failed_check(self):
+        self.reconciler.converge.side_effect = exception.PlacementError(
+            reason='Placement is unreachable')
+        self.assertFalse(self.sidecar.run_cycle())
+        self.programs.housekeep.assert_called_once_with()
+
+    def test_failed_recovery_does_not_stop_the_cycle(self):
+        self.programs.recover.side_effect = exception.PlacementError(
+            reason='Placement is unreachable')
+        self.assertTrue(self.sidecar.run_cycle())
+
+    def test_resync(self):
+        self.sidecar.resync()
         self.reporter.invalidate.assert_called_once_with()
 
-    def test_failed_report_checks_nothing(self):
-        self.reporter.report.side_effect = RuntimeError('conductor gone')
-        self.sidecar.run_cycle()
-        self.reporter.invalidate.assert_called_once_with()
-        self.placement.set_total.assert_not_called()
+
+class BackoffTest(testtools.TestCase):
+
+    def test_doubles_up_to_the_cap_with_jitter(self):
+        draws = []
+
+        def uniform(low, high):
+            draws.append((low, high))
+            return high
+        backoff = service.Backoff(1.0, 10, uniform=uniform)
+        self.assertEqual([1, 2, 4, 8, 10, 10],
+                         [backoff.next() for _ in range(6)])
+        self.assertEqual((0.5, 1.0), draws[0])
+        self.assertEqual((5.0, 10), draws[-1])
+        backoff.reset()
+        self.assertEqual(1, backoff.next())
+
+    def test_real_jitter_stays_in_the_upper_half(self):
+        backoff = service.Backoff(1.0, 60)
+        for expected in (1, 2, 4, 8, 16, 32, 60, 60):
+            delay = backoff.next()
+            self.assertTrue(expected / 2.0 <= delay <= expected, delay)
