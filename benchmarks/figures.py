@@ -203,3 +203,84 @@ def cold_start(data, why=None):
         report.Row('P7 local cloud total memory (RSS)', '%.0f MiB' % data[
             'rss_mib'], 'runbook 1800 MiB',
             report.ratio(data['rss_mib'], 1800.0))]
+
+
+#: P8: every device of a herd of this many hosts schedulable within
+#: HERD_TARGET_S (issue 20's herd test).
+HERD_TARGET_HOSTS = 8
+HERD_TARGET_S = 30.0
+#: What cyborg-agent 17 costs an idle host: its periodic task sends the
+#: full device list every 60 s (P5 measures 1 report_data per cycle).
+AGENT_RPCS_PER_HOUR = 60
+
+
+def idle_rpcs_per_hour(data):
+    """P9 from a herd run: ``(per hour, how it was derived)``."""
+    per_cycle = data['idle_rpcs'] / data['hosts'] / data['idle_cycles']
+    cycles = 3600 / data['default_report_interval']
+    resync = data['default_resync_interval']
+    resyncs = 3600 / resync if resync else 0
+    how = ('%d report_data RPCs from %d idle hosts over %d cycles of %d s '
+           '(%.0f s watched) = %g per host per cycle; x %g cycles per hour '
+           '(default report_interval %d s) + %g periodic re-reports per '
+           'hour (default resync_interval %d s%s) = %g' % (
+               data['idle_rpcs'], data['hosts'], data['idle_cycles'],
+               data['cycle_s'], data['idle_window_s'], per_cycle, cycles,
+               data['default_report_interval'], resyncs, resync,
+               ', off' if not resync else '', per_cycle * cycles + resyncs))
+    return per_cycle * cycles + resyncs, how
+
+
+def herd(runs):
+    """P8, P9: ``runs`` is a list of ``(hosts, data, why)``."""
+    rows = []
+    for hosts, data, why in runs:
+        target = ('<= %.0f s' % HERD_TARGET_S
+                  if hosts == HERD_TARGET_HOSTS else '')
+        if data is None:
+            rows.append(report.not_measured(
+                'P8 herd of %d hosts: start to all schedulable' % hosts,
+                why, target))
+            rows.append(report.not_measured(
+                'P9 conductor RPCs per host per idle hour (%d hosts)'
+                % hosts, why, '= 0'))
+            continue
+        rows.append(report.Row(
+            'P8 herd of %d hosts (%d devices): start to all schedulable' % (
+                hosts, data['devices']),
+            '%.1f s' % data['all_s'], '1 host alone %.1f s' % data['solo_s'],
+            report.ratio(data['all_s'], data['solo_s']), target,
+            data['all_s'] <= HERD_TARGET_S if target else None,
+            note='P8 (%d hosts): first host %.1f s, median %.1f s, last '
+                 '%.1f s after the spawn of the sidecars (their %d '
+                 'computes started before, in %.0f s); report_data RPCs '
+                 'per host until converged: %s; devices cyborg-conductor '
+                 'dropped meanwhile ("Failed to add device"): %d' % (
+                     hosts, data['first_s'], data['median_s'],
+                     data['all_s'], hosts, data['computes_s'],
+                     _spread(data['reports_to_converge']),
+                     data['conductor_failures'])))
+        per_hour, how = idle_rpcs_per_hour(data)
+        rows.append(report.Row(
+            'P9 conductor RPCs per host per idle hour (%d hosts)' % hosts,
+            '%g' % per_hour, 'cyborg-agent %d' % AGENT_RPCS_PER_HOUR,
+            report.ratio(per_hour, AGENT_RPCS_PER_HOUR), '= 0',
+            per_hour == 0,
+            note='P9 (%d hosts): %s. cyborg-agent 17: one full report '
+                 'per 60 s periodic task. Placement requests in the idle '
+                 'window (all clients; %d sidecars with the lone host\'s): '
+                 '%d (%d writes), %.2f per sidecar per cycle' % (
+                     hosts, how, data['sidecars'],
+                     data['idle_placement_calls'],
+                     data['idle_placement_writes'],
+                     data['idle_placement_calls'] / data['sidecars'] /
+                     data['idle_cycles'])))
+    return rows
+
+
+def _spread(values):
+    """'min-max (median m)' of a list of counts."""
+    if not values:
+        return '-'
+    return '%d-%d (median %g)' % (min(values), max(values),
+                                  report.median(values))

@@ -105,17 +105,17 @@ def machine():
             'date': time.strftime('%Y-%m-%d %H:%M:%S %Z')}
 
 
-def write(rows, raw, seconds, results_dir=RESULTS_DIR):
-    """Write latest.json (rows and raw data) and latest.md."""
+def write(rows, raw, seconds, results_dir=RESULTS_DIR, name='latest'):
+    """Write <name>.json (rows and raw data) and <name>.md."""
     os.makedirs(results_dir, exist_ok=True)
     info = dict(machine(), bench_seconds=round(seconds, 1))
-    with open(os.path.join(results_dir, 'latest.json'), 'w') as f:
+    with open(os.path.join(results_dir, name + '.json'), 'w') as f:
         json.dump({'machine': info,
                    'rows': [dataclasses.asdict(r) for r in rows],
                    'raw': raw}, f, indent=1, sort_keys=True)
         f.write('\n')
-    with open(os.path.join(results_dir, 'latest.md'), 'w') as f:
-        f.write('# Benchmarks: latest run\n\n')
+    with open(os.path.join(results_dir, name + '.md'), 'w') as f:
+        f.write('# Benchmarks: %s run\n\n' % name)
         f.write('`tox -e bench` on %(cpus)s CPUs, Python %(python)s, '
                 '%(platform)s, %(date)s; the whole run took '
                 '%(bench_seconds).0f s. Ratios are to a baseline measured '

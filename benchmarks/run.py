@@ -9,7 +9,13 @@ and discovery (P6). Each
 harness benchmark runs in its own process (``python -m testtools.run
 benchmarks.<module>``) and writes JSON; its log goes to
 ``benchmarks/results/logs/``. A benchmark that fails becomes a "not
-measured" row that points at its log; the others still run.
+measured" row that points at its log; the others still run. Then the
+herd (P8, P9): one run per size of ``--herd-hosts``.
+
+Benchmarks named on the command line (``herd``, ``boots``, ``steady``,
+``cloud``, ``discovery``, or figures such as ``P5``) run alone; their
+table goes to ``benchmarks/results/<names>.{json,md}`` instead of
+``latest``.
 """
 
 import argparse
@@ -31,6 +37,10 @@ PATCH_TOOL = os.path.join(os.path.dirname(sys.executable),
                           'nova-cyborg-patch')
 #: Rounds of boots per side (P1-P3).
 ROUNDS = 2
+#: The figures of each benchmark, for selecting them by name.
+GROUPS = {'boots': ('P1', 'P2', 'P3'), 'cloud': ('P4', 'P7'),
+          'steady': ('P5',), 'discovery': ('P6',), 'herd': ('P8', 'P9')}
+FIGURES = frozenset(f for figures_ in GROUPS.values() for f in figures_)
 
 
 def _out(text=''):
@@ -122,12 +132,47 @@ def parse_args(argv):
     parser.add_argument('--skip', default='',
                         help='comma-separated figures not to run, e.g. '
                              'P4,P7')
+    parser.add_argument('--herd-hosts', default='8,32',
+                        help='comma-separated herd sizes for P8 and P9 '
+                             '(default 8,32)')
+    parser.add_argument('only', nargs='*', metavar='BENCHMARK',
+                        help='run only these: %s, or figures (P1-P9)' % (
+                            ', '.join(sorted(GROUPS))))
     return parser.parse_args(argv)
+
+
+def selected_skip(args):
+    """The figures not to run: ``--skip``, and all but those named."""
+    skip = {s.strip().upper() for s in args.skip.split(',') if s.strip()}
+    if args.only:
+        chosen = set()
+        for name in args.only:
+            if name.lower() in GROUPS:
+                chosen.update(GROUPS[name.lower()])
+            elif name.upper() in FIGURES:
+                chosen.add(name.upper())
+            else:
+                raise SystemExit('unknown benchmark %r (known: %s, P1-P9)'
+                                 % (name, ', '.join(sorted(GROUPS))))
+        skip |= FIGURES - chosen
+    return skip
+
+
+def herd(sizes):
+    """P8, P9: one herd run per size; ``[(hosts, data, why)]``."""
+    runs = []
+    for hosts in sizes:
+        data, why = harness_bench(
+            'herd', env={'NOVA_CYBORG_BENCH_HOSTS': str(hosts)},
+            suffix='-%d' % hosts)
+        runs.append((hosts, data, why))
+    return runs
 
 
 def main(argv=None):
     args = parse_args(argv)
-    skip = {s.strip().upper() for s in args.skip.split(',') if s.strip()}
+    skip = selected_skip(args)
+    herd_sizes = [int(n) for n in args.herd_hosts.split(',') if n.strip()]
     skipped = (None, 'skipped (--skip)')
     started = time.monotonic()
     os.makedirs(LOG_DIR, exist_ok=True)
@@ -155,14 +200,25 @@ def main(argv=None):
             LOG_DIR, 'discovery.log')), None)
         _out('  discovery: %.0f s' % (time.monotonic() - start))
     raw['discovery'] = disc[0]
+    herds = [(n, None, 'skipped (--skip)') for n in herd_sizes]
+    if not {'P8', 'P9'} <= skip:
+        start = time.monotonic()
+        herds = herd(herd_sizes)
+        _out('  herd: %.0f s' % (time.monotonic() - start))
+    raw['herd'] = {str(n): data for n, data, _why in herds}
 
     rows = figures.boots(ours[0], upstream[0], ours[1] or upstream[1])
     rows += figures.storm(*storm)
     rows += figures.steady(*steady)
     rows += figures.discovery(*disc)
     rows += figures.cold_start(*cold)
+    rows += figures.herd(herds)
+    if args.only:
+        # Only what was asked for, in a table of its own.
+        rows = [r for r in rows if r.figure.split()[0] not in skip]
+    name = '-'.join(n.lower() for n in args.only) or 'latest'
     seconds = time.monotonic() - started
-    report.write(rows, raw, seconds)
+    report.write(rows, raw, seconds, name=name)
     _out()
     _out(report.text_table(rows))
     _out()
@@ -171,7 +227,7 @@ def main(argv=None):
     _out('Targets met: %d of %d. Whole bench: %.0f s. Written: %s, %s' % (
         sum(1 for r in targets if r.met), len(targets),
         seconds, os.path.relpath(os.path.join(report.RESULTS_DIR,
-                                              'latest.json'), REPO_ROOT),
-        os.path.relpath(os.path.join(report.RESULTS_DIR, 'latest.md'),
+                                              name + '.json'), REPO_ROOT),
+        os.path.relpath(os.path.join(report.RESULTS_DIR, name + '.md'),
                         REPO_ROOT)))
     return 0
