@@ -28,7 +28,8 @@ the mdevs from the sysfs tree it wrote before, then starts the services.
 Nova's ``init_host`` finds its guests running; a domain whose server was
 deleted while the host was down is reaped by nova-compute
 (``running_deleted_instance_action``), which removes its file. Once the
-sidecar has sent its first report, ``--ready-file`` is written.
+sidecar has found Placement matching the host's devices, ``--ready-file``
+is written.
 """
 
 import argparse
@@ -37,6 +38,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from nova.cmd import compute as compute_cmd  # noqa: I100 (threading first)
 
@@ -259,15 +261,19 @@ def start_sidecar(config_file, connection, ready_file=None):
     return sidecar
 
 
-def _run_sidecar(sidecar):
+def _run_sidecar(sidecar, ready_file=None):
     try:
         sidecar.start()
-        if ready_file:
-            with open(ready_file, 'w') as f:
-                f.write('%d\n' % os.getpid())
     except Exception:
         LOG.exception('The sidecar failed to start; stopping the host')
         os._exit(1)
+    if ready_file:
+        # Once Placement matches this host's devices (the sidecar's cycles
+        # retry until it does).
+        while not sidecar.converged:
+            time.sleep(0.5)
+        with open(ready_file, 'w') as f:
+            f.write('%d\n' % os.getpid())
 
 
 def main():
@@ -279,7 +285,7 @@ def main():
     parser.add_argument('--sidecar-config', required=True)
     parser.add_argument('--domain-xml-dir', required=True)
     parser.add_argument('--ready-file',
-                        help='written once the sidecar has reported')
+                        help='written once Placement matches the devices')
     args, nova_args = parser.parse_known_args()
 
     connection = fakelibvirt.Connection(
