@@ -51,14 +51,19 @@ programming outside a boot):
   to restart it; started once Placement is back, it programs the card for
   a boot, which is ACTIVE.
 
-RabbitMQ restarted (a private broker of the test, see PrivateBroker; the
-shared one is never touched):
+RabbitMQ restarted (a private broker of the test, see
+tests.functional.harness.broker.PrivateBroker; the shared one is never
+touched). A restart from an empty node takes 8 s on an idle machine and
+over 20 s on a busy one; every wait for its end has a deadline of minutes,
+and cyborg-conductor's RPC timeout is as long:
 
 * under cyborg-conductor and the sidecar: the sidecar's report of a change
   goes through once both have reconnected (a failed one is sent again at
-  the next cycle), and the inventory follows. A boot asking for a
-  bitstream then programs the card (the conductor's call reaches the
-  sidecar again) and is ACTIVE.
+  the next cycle), and the inventory follows.
+* once each of them consumes its queues again (a call sent before that is
+  lost, in any deployment whose queues do not survive the broker), a
+  boot asking for a bitstream programs the card (the conductor's call
+  reaches the sidecar again) and is ACTIVE.
 * while the conductor waits for the sidecar's fpga_program: both
   reconnect, the answer reaches the conductor, the boot ends ACTIVE with
   the new function.
@@ -93,7 +98,6 @@ from tests.functional import base  # noqa: F401,I100
 
 import os  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -102,15 +106,20 @@ from unittest import mock  # noqa: E402
 
 import fixtures  # noqa: E402
 from keystoneauth1 import exceptions as ksa_exc  # noqa: E402
+from oslo_log import log as logging  # noqa: E402
 from nova.scheduler.client import report  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
+from testtools import content  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from tests.functional.harness import broker as broker_mod  # noqa: E402
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
+
+LOG = logging.getLogger(__name__)
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 #: Functions of the test bitstreams (see test_sidecar).
@@ -163,7 +172,7 @@ class Freeze(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(self.target, frozen))
         self.addCleanup(self.release)
 
-    def wait_entered(self, timeout=60):
+    def wait_entered(self, timeout=waits.DEADLINE):
         if not self.entered.wait(timeout):
             raise AssertionError('nothing reached %s' % self.target)
 
@@ -175,20 +184,24 @@ class Freeze(fixtures.Fixture):
         self._release.set()
 
 
-class ProcessFaultBase(base.AcceleratorTestBase):
+class ProcessFaultBase(waits.DeadlineWaits, base.AcceleratorTestBase):
     """What every case checks once the fault is over: nothing leaked."""
 
     #: cyborg-conductor's (and API's) RPC timeout, e.g. for fpga_program;
     #: None for oslo.messaging's 60 s.
     CYBORG_RPC_TIMEOUT = None
+    #: {test method name: its CYBORG_RPC_TIMEOUT}, for a test whose fault
+    #: is a call that times out.
+    CYBORG_RPC_TIMEOUTS = {}
 
     def setUp(self):
-        if self.CYBORG_RPC_TIMEOUT:
+        rpc_timeout = self.CYBORG_RPC_TIMEOUTS.get(
+            self._testMethodName, self.CYBORG_RPC_TIMEOUT)
+        if rpc_timeout:
             self.useFixture(fixtures.MonkeyPatch(
                 'tests.functional.harness.cyborg_fixture.CONFIG_TEMPLATE',
                 cyborg_fixture.CONFIG_TEMPLATE +
-                '\n[DEFAULT]\nrpc_response_timeout = %d\n'
-                % self.CYBORG_RPC_TIMEOUT))
+                '\n[DEFAULT]\nrpc_response_timeout = %d\n' % rpc_timeout))
         # Keep the loopback servers of the harness (Placement for Cyborg
         # and the sidecars is the first one) to take Placement down.
         self.served = []
@@ -204,6 +217,17 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             super().setUp()
         finally:
             patcher.stop()
+        # The Cyborg process's log, for a test that fails (Nova's and the
+        # sidecar's are in the captured logging already).
+        self.addOnException(self._attach_cyborg_log)
+
+    def _attach_cyborg_log(self, exc_info):
+        path = getattr(getattr(self, 'cyborg', None), 'log_path', None)
+        if path and os.path.exists(path):
+            with open(path, errors='replace') as f:
+                lines = f.readlines()
+            self.addDetail('cyborg.log', content.text_content(
+                ''.join(lines[-400:])))
 
     # Providers
 
@@ -216,13 +240,8 @@ class ProcessFaultBase(base.AcceleratorTestBase):
     def traits(self, name):
         return test_sidecar.SidecarTestBase.traits(self, name)
 
-    def wait_for(self, predicate, what, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.2)
-        self.fail('%s did not happen in %d s' % (what, timeout))
+    def wait_for(self, predicate, what, timeout=waits.DEADLINE):
+        waits.wait_until(predicate, what, timeout=timeout, poll=0.2)
 
     def bitstream_flavor(self, function_id, extra=''):
         image = self.create_bitstream(function_id, extra=extra)
@@ -257,7 +276,7 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             flavor_id=flavor, image_uuid=base.IMAGE, networks='none',
             name=name)})
 
-    def wait_settled(self, servers, timeout=120):
+    def wait_settled(self, servers, timeout=waits.DEADLINE):
         """Wait until no server is building; return them, fresh."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -458,7 +477,7 @@ class Daemon:
         with open(self.log) as f:
             return f.read()
 
-    def wait_started(self, timeout=60):
+    def wait_started(self, timeout=waits.DEADLINE):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.started() >= self.starts:
@@ -479,7 +498,12 @@ class Daemon:
 class SidecarKilledTest(ProcessFaultBase):
     """The sidecar daemon killed mid-operation and started again."""
 
-    CYBORG_RPC_TIMEOUT = 20
+    #: The conductor waits this long for a call to the sidecar: long enough
+    #: for a sidecar started again on a busy machine.
+    CYBORG_RPC_TIMEOUT = 180
+    #: The call that the killed sidecar never answers times out sooner.
+    CYBORG_RPC_TIMEOUTS = {
+        'test_killed_while_the_conductor_waits_for_fpga_program': 20}
 
     def setUp(self):
         super().setUp()
@@ -522,8 +546,7 @@ class SidecarKilledTest(ProcessFaultBase):
         self.assertNotIn(test_sidecar.function_trait(F_A),
                          self.traits(self.name))
         server = self._wait_for_server_parameter(
-            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None},
-            max_retries=120)
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
         # Rescheduled after the failed bind (BindFailed): no other host.
         self.assertIn('Exceeded maximum number of retries',
                       server['fault']['message'])
@@ -548,8 +571,7 @@ class SidecarKilledTest(ProcessFaultBase):
         self.wait_for(lambda: 'fpga_program' in self.cyborg_log(),
                       'the call to the sidecar')
         self.daemon.start()
-        server = self._wait_for_state_change(server, 'ACTIVE',
-                                             max_retries=60)
+        server = self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual(F_A, self.loaded())
         self.assert_programmed_then_deleted(server, F_A)
 
@@ -561,7 +583,8 @@ class SidecarKilledTest(ProcessFaultBase):
         self.daemon.kill()
         self.placement_down()
         self.daemon.start(wait=False)
-        self.assertEqual(1, self.daemon.process.wait(timeout=60))
+        self.assertEqual(1, self.daemon.process.wait(
+            timeout=waits.DEADLINE))
         log = self.daemon.read_log()
         self.assertIn('nova-cyborg-sidecar cannot start: Placement: '
                       'Placement is unreachable', log)
@@ -578,79 +601,17 @@ class SidecarKilledTest(ProcessFaultBase):
             return f.read()
 
 
-def _free_port(also=0):
-    """A free loopback port P (with P + ``also`` free too)."""
-    for _attempt in range(50):
-        with socket.socket() as sock:
-            sock.bind(('127.0.0.1', 0))
-            port = sock.getsockname()[1]
-        if not also:
-            return port
-        if port + also < 65536:
-            with socket.socket() as sock:
-                try:
-                    sock.bind(('127.0.0.1', port + also))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError('no free port pair')
-
-
-class PrivateBroker(fixtures.Fixture):
-    """A RabbitMQ node of its own, started with ``tools/rabbitmq`` in its
-    own state directory, on free ports and with its own node name, and
-    stopped at cleanup; the shared broker of the other tests (port 5672)
-    is never touched. While it runs, the environment names it, so that
-    :class:`tests.functional.harness.broker.BrokerFixture` (and its
-    ``rabbitmqctl``) use it: set up before the test's services.
-
-    :meth:`restart` stops and starts the node. ``tools/rabbitmq start``
-    starts from an empty node, so the vhosts are created again after it
-    (a real broker keeps its definitions across a restart).
-    """
-
-    def _setUp(self):
-        self.dir = self.useFixture(fixtures.TempDir()).path
-        # The Erlang distribution port is the AMQP port + 20000.
-        self.port = _free_port(also=20000)
-        self.env = {
-            'NOVA_CYBORG_RABBIT_DIR': self.dir,
-            'NOVA_CYBORG_RABBIT_PORT': str(self.port),
-            'NOVA_CYBORG_RABBIT_MGMT_PORT': '0',
-            'NOVA_CYBORG_RABBIT_NODE': 'nova-cyborg-faults-%d-%d@localhost'
-                                       % (os.getpid(), self.port)}
-        self.vhosts = []
-        self._tool('start')
-        self.addCleanup(self._tool, 'stop')
-        for name, value in self.env.items():
-            self.useFixture(fixtures.EnvironmentVariable(name, value))
-
-    def _tool(self, command):
-        proc = subprocess.run(
-            [broker_mod.RABBIT_TOOL, command], env=dict(os.environ,
-                                                        **self.env),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, timeout=180)
-        if proc.returncode:
-            raise broker_mod.BrokerError('tools/rabbitmq %s: exit %s: %s' % (
-                command, proc.returncode, proc.stdout.decode()))
-
-    def restart(self, vhosts=()):
-        """Stop the node, start it again, create ``vhosts`` (the
-        BrokerFixtures whose vhost the node had) again."""
-        self._tool('stop')
-        self._tool('start')
-        for fixture in vhosts:
-            fixture._create_vhost()
-
-
 class RabbitRestartTest(ProcessFaultBase):
     """The broker restarted under cyborg-conductor and the sidecar."""
 
-    CYBORG_RPC_TIMEOUT = 20
+    #: The conductor's fpga_program call spans a restart of the broker
+    #: (8 s idle, over 20 s on a busy machine) and the reconnections.
+    CYBORG_RPC_TIMEOUT = 180
+    #: Each test is a restart and a boot on top of the deadlines above.
+    TIMEOUT_SCALING_FACTOR = 3
 
     def setUp(self):
-        self.rabbit = self.useFixture(PrivateBroker())
+        self.rabbit = self.useFixture(broker_mod.PrivateBroker())
         super().setUp()
         self.assertEqual(self.rabbit.port, self.broker.port)
         self.start_glance()
@@ -659,10 +620,26 @@ class RabbitRestartTest(ProcessFaultBase):
         (self.pf,) = self.pf_bdfs('compute1')
         self.name = 'compute1_' + self.pf
 
-    def restart_broker(self):
+    def restart_broker(self, wait=False):
+        """Restart the broker; with ``wait``, return once every queue that
+        had a consumer before (the conductor's, the sidecar's, their reply
+        queues) has one again."""
+        consumed = [name for name, count in
+                    self.rabbit.consumers(self.broker.vhost).items() if count]
+        self.assertTrue(consumed)
+        LOG.info('Restarting the broker; queues with consumers: %s',
+                 ', '.join(sorted(consumed)))
+        start = time.monotonic()
         self.rabbit.restart(vhosts=[self.broker])
+        LOG.info('The broker is back after %.1f s',
+                 time.monotonic() - start)
+        if wait:
+            self.rabbit.wait_consumers(self.broker.vhost, consumed,
+                                       timeout=waits.DEADLINE)
+            LOG.info('Every queue has its consumers again after %.1f s',
+                     time.monotonic() - start)
 
-    def report_until_sent(self, timeout=120):
+    def report_until_sent(self, timeout=waits.DEADLINE):
         """Cycles until a report goes through (each failed one is sent
         again); returns how many failed."""
         failed = 0
@@ -684,21 +661,35 @@ class RabbitRestartTest(ProcessFaultBase):
         self.assertEqual(3, deployable['num_accelerators'])
 
     def test_boot_programs_after_a_restart(self):
-        self.restart_broker()
+        self.restart_broker(wait=True)
         # The conductor's fpga_program call reaches the sidecar again.
         server = self.boot(self.bitstream_flavor(F_A))
         self.assert_programmed_then_deleted(server, F_A)
+
+    def programmed_at(self):
+        """When the card finished each programming job (time.time())."""
+        log = os.path.join(os.path.dirname(
+            self.sidecars['compute1'].sysfs_root), 'programmed.log')
+        with open(log) as f:
+            return [float(line.split()[0]) for line in f]
 
     def test_restart_while_the_conductor_waits_for_fpga_program(self):
         # The broker goes while the sidecar programs the card: both ends
         # reconnect, the conductor's reply queue is declared again and the
         # sidecar's answer reaches it; the boot ends ACTIVE.
-        slow = self.bitstream_flavor(F_A, extra='sleep 6\n')
+        slow = self.bitstream_flavor(F_A, extra='sleep 15\n')
         server = self.post_server(slow)
         self.wait_for(lambda: self.inventory(self.name)['FPGA'][
             'reserved'] == 4, 'the reservation while programming')
-        self.restart_broker()
-        (server,) = self.wait_settled([server], timeout=180)
+        self.rabbit.stop()
+        stopped = time.time()
+        self.rabbit.start(vhosts=[self.broker])
+        (server,) = self.wait_settled(
+            [server], timeout=self.CYBORG_RPC_TIMEOUT + waits.DEADLINE)
+        # The card was done after the broker had gone: the answer crossed
+        # the restart.
+        (finished,) = self.programmed_at()
+        self.assertGreater(finished, stopped)
         self.assert_programmed_then_deleted(server, F_A)
 
 
@@ -712,7 +703,7 @@ class CyborgKilledTest(ProcessFaultBase):
         # restarted Cyborg.
         self.flags(arq_binding_timeout=15)
         self.start_glance()
-        slow = self.bitstream_flavor(F_A, extra='sleep 6\n')
+        slow = self.bitstream_flavor(F_A, extra='sleep 10\n')
         self.start_accel_compute('compute1', function_ids=[F_OLD])
         (pf,) = self.pf_bdfs('compute1')
         name = 'compute1_' + pf
@@ -721,8 +712,7 @@ class CyborgKilledTest(ProcessFaultBase):
                       'the reservation while programming')
         self.cyborg.restart()
         server = self._wait_for_server_parameter(
-            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None},
-            max_retries=80)
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
         self.assertIn('Timed out after 15 seconds waiting for Cyborg',
                       server['fault']['message'])
         self.assert_nothing_left(server['id'])
@@ -735,7 +725,8 @@ class CyborgKilledTest(ProcessFaultBase):
         self.assertIn(test_sidecar.function_trait(F_A), self.traits(name))
         self.assert_no_leaks()
         # The restarted Cyborg binds (with the same function: the sidecar
-        # promised the card to it).
+        # promised the card to it), in Nova's usual time.
+        self.flags(arq_binding_timeout=300)
         server2 = self.boot(slow)
         self.assert_accelerated(server2, 1)
         self.delete_all([server, server2])
@@ -849,7 +840,7 @@ class PlacementSchedulingTest(ProcessFaultBase):
         claim waits until both servers have their allocation candidates,
         so both claim the same free VF first. Returns the servers, once
         settled, and the result of each claim."""
-        barrier = threading.Barrier(2, timeout=30)
+        barrier = threading.Barrier(2, timeout=waits.DEADLINE)
         claims = []
         waited = set()
         real = report.SchedulerReportClient.claim_resources

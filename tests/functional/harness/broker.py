@@ -11,11 +11,18 @@ running in parallel never see each other's queues and exchanges.
 Vhosts are managed through the management plugin's HTTP API (a few ms),
 or with ``rabbitmqctl`` (via ``tools/rabbitmq ctl``, about 1 s per test)
 when the broker was started with ``NOVA_CYBORG_RABBIT_MGMT_PORT=0``.
+
+A test that stops or restarts the broker runs one of its own:
+:class:`PrivateBroker`.
 """
 
+import fcntl
+import json
 import os
+import random
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -148,3 +155,159 @@ class BrokerFixture(fixtures.Fixture):
             self._api('DELETE', '/vhosts/%s' % self.vhost, (204, 404))
         else:
             self._ctl('delete_vhost', self.vhost)
+
+
+# A broker of a test's own.
+
+#: ``tools/rabbitmq`` puts the Erlang distribution port at AMQP port + this.
+DIST_PORT_OFFSET = 20000
+#: Lowest AMQP port of a private broker.
+PRIVATE_PORT_MIN = 10000
+#: Where a process holds a lock for each private port it uses, so that
+#: concurrent test runs on one machine never pick the same one.
+PORT_LOCK_DIR = os.path.join(tempfile.gettempdir(), 'nova-cyborg-ports')
+
+
+def ephemeral_port_range(path='/proc/sys/net/ipv4/ip_local_port_range'):
+    """The kernel's range for the local ports of outgoing connections."""
+    try:
+        with open(path) as f:
+            low, high = (int(part) for part in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def private_port_candidates():
+    """AMQP ports P for a private broker, in random order, such that neither
+    P nor its distribution port P + DIST_PORT_OFFSET is in the ephemeral
+    range: a client connection of any process could take such a port
+    between the check that it is free and the broker's listen."""
+    low, high = ephemeral_port_range()
+    ports = [port for port in range(PRIVATE_PORT_MIN,
+                                    65536 - DIST_PORT_OFFSET)
+             if not any(low <= p <= high
+                        for p in (port, port + DIST_PORT_OFFSET))]
+    random.shuffle(ports)
+    return ports
+
+
+def _bindable(port):
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def reserve_port(candidates, also=(), lock_dir=None):
+    """Reserve the first of ``candidates`` free for this process.
+
+    The port P (and each P + offset in ``also``) must be free on loopback,
+    and P's lock file in ``lock_dir`` (PORT_LOCK_DIR) not held by another
+    process. Returns ``(port, lock)``: the port stays reserved while the
+    open file ``lock`` is (close it to release; a process that dies
+    releases it too).
+
+    :raises: BrokerError if none is free.
+    """
+    lock_dir = lock_dir or PORT_LOCK_DIR
+    os.makedirs(lock_dir, exist_ok=True)
+    for port in candidates:
+        lock = open(os.path.join(lock_dir, '%d.lock' % port), 'a')
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        if all(_bindable(port + offset) for offset in (0,) + tuple(also)):
+            return port, lock
+        lock.close()
+    raise BrokerError('no free port for a private broker in %s'
+                      % lock_dir)
+
+
+class PrivateBroker(fixtures.Fixture):
+    """A RabbitMQ node of its own, started with ``tools/rabbitmq`` in its
+    own state directory, on a reserved port (see :func:`reserve_port`)
+    and with its own node name, and stopped at cleanup; the shared broker
+    of the other tests is never touched. While it runs, the environment
+    names it, so that :class:`BrokerFixture` (and its ``rabbitmqctl``) use
+    it: set up before the test's services.
+
+    :meth:`restart` stops and starts the node. ``tools/rabbitmq start``
+    starts from an empty node, so the vhosts are created again after it
+    (a real broker keeps its definitions across a restart).
+    """
+
+    TIMEOUT = 300
+
+    def _setUp(self):
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.port, lock = reserve_port(private_port_candidates(),
+                                       also=(DIST_PORT_OFFSET,))
+        self.addCleanup(lock.close)
+        self.node = 'nova-cyborg-private-%d@localhost' % self.port
+        self.env = {
+            'NOVA_CYBORG_RABBIT_DIR': self.dir,
+            'NOVA_CYBORG_RABBIT_PORT': str(self.port),
+            'NOVA_CYBORG_RABBIT_MGMT_PORT': '0',
+            'NOVA_CYBORG_RABBIT_NODE': self.node,
+            'NOVA_CYBORG_RABBIT_TIMEOUT': str(self.TIMEOUT)}
+        self._tool('start')
+        self.addCleanup(self._tool, 'stop')
+        for name, value in self.env.items():
+            self.useFixture(fixtures.EnvironmentVariable(name, value))
+
+    def _tool(self, *args):
+        proc = subprocess.run(
+            [RABBIT_TOOL] + list(args), env=dict(os.environ, **self.env),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, timeout=self.TIMEOUT + 60)
+        if proc.returncode:
+            raise BrokerError('tools/rabbitmq %s: exit %s: %s' % (
+                ' '.join(args), proc.returncode,
+                proc.stdout.decode(errors='replace')))
+        return proc.stdout.decode(errors='replace')
+
+    def stop(self):
+        """Stop the node (its processes are gone when this returns)."""
+        self._tool('stop')
+
+    def start(self, vhosts=()):
+        """Start the node again (it accepts AMQP connections when this
+        returns) and create ``vhosts`` (the BrokerFixtures whose vhost the
+        node had) again."""
+        self._tool('start')
+        for fixture in vhosts:
+            fixture._create_vhost()
+
+    def restart(self, vhosts=()):
+        """:meth:`stop`, then :meth:`start`."""
+        self.stop()
+        self.start(vhosts)
+
+    def consumers(self, vhost):
+        """{queue name: number of consumers} of the queues of ``vhost``."""
+        out = self._tool('ctl', '-q', 'list_queues', '-p', vhost, 'name',
+                         'consumers', '--formatter', 'json')
+        return {queue['name']: int(queue['consumers'])
+                for queue in json.loads(out)}
+
+    def wait_consumers(self, vhost, queues, timeout=300):
+        """Wait until each of ``queues`` of ``vhost`` has a consumer: the
+        services that consumed them before a restart have reconnected and
+        declared them again (a message sent to a queue not yet declared is
+        lost)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self.consumers(vhost)
+            missing = sorted(q for q in queues if not current.get(q))
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    'queues without a consumer %d s after the broker '
+                    'restarted: %s' % (timeout, ', '.join(missing)))
+            time.sleep(0.5)
