@@ -26,7 +26,8 @@ The endpoint, timeout and retries come from Nova's ``[cyborg]`` group
 deletions (DELETE) are retried on a connection failure or timeout up to
 ``connect_retries`` times and on HTTP 429/503 (``retriable_status_codes``)
 up to ``status_code_retries`` times, :data:`DEFAULT_RETRIES` times each if
-unset; creating (POST) and binding or unbinding (PATCH) are never retried,
+unset (long enough to ride out a restart of Cyborg's API); creating (POST)
+and binding or unbinding (PATCH) are never retried,
 whatever those options say, because keystoneauth cannot tell a request
 Cyborg never received from one whose answer was lost: a create sent again
 makes duplicate ARQs, a bind sent again meets ARQs Cyborg is already
@@ -64,8 +65,14 @@ RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
 RETRIED_METHODS = frozenset(('get', 'delete'))
 
 #: Retries of a call of RETRIED_METHODS when the ``[cyborg]`` option is
-#: unset (as Nova's own ``[cinder]`` and ``[neutron]`` ``http_retries``).
-DEFAULT_RETRIES = 3
+#: unset. keystoneauth waits 0.5 s before the first retry and twice as long
+#: before each next one (unless ``connect_retry_delay`` or
+#: ``status_code_retry_delay`` is set), so 6 retries keep trying for about
+#: 30 s: a restart of Cyborg's API (connections refused, or 503 from a
+#: proxy, for several seconds) no longer fails the boots, moves and deletes
+#: that read or delete ARQs meanwhile. 3, as Nova's own ``[cinder]`` and
+#: ``[neutron]`` ``http_retries``, gave up after 3.5 s.
+DEFAULT_RETRIES = 6
 
 _SESSION = None
 _SESSION_LOCK = threading.Lock()

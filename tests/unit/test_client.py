@@ -30,6 +30,10 @@ class ClientTestBase(test.NoDBTestCase):
         super().setUp()
         self.flags(endpoint_override=ENDPOINT, group='cyborg')
         self.flags(status_code_retries=0, group='cyborg')
+        # keystoneauth's waits between retries (time is only used for them
+        # there): recorded, not slept.
+        self.ksa_sleep = self.useFixture(test.fixtures.MockPatch(
+            'keystoneauth1.session.time')).mock.sleep
         self.useFixture(test.fixtures.MonkeyPatch(
             'nova_cyborg.client._SESSION', None))
         service_auth.reset_globals()
@@ -536,6 +540,49 @@ class RetryPolicyTest(ClientTestBase):
 
         self.mark()
         self.requests.post(ARQS, exc=requests.exceptions.ConnectionError)
+        self.assertRaises(exception.CyborgError,
+                          self.client.create_arqs, 'dp1')
+        self.assertEqual(1, self.calls())
+
+    def test_unset_options_ride_out_a_restart(self):
+        # Cyborg's API restarting: connections refused, then 503 from a
+        # proxy, for about 25 s. With the options unset, a read keeps
+        # trying and gets its answer; keystoneauth's delays double from
+        # 0.5 s.
+        import requests
+        self.flags(connect_retries=None, status_code_retries=None,
+                   connect_retry_delay=None, status_code_retry_delay=None,
+                   group='cyborg')
+        self.client = client.get_client(self.context)
+        refused = {'exc': requests.exceptions.ConnectionError}
+        unavailable = {'status_code': 503, 'json': {'error_message': 'x'}}
+        self.requests.get(ARQS, [refused] * 5 + [unavailable] * 5 +
+                          [{'json': {'arqs': []}}])
+        self.ksa_sleep.reset_mock()
+        self.assertEqual([], self.client.get_arqs_for_instance(uuids.inst))
+        self.assertEqual(11, self.calls())
+        self.assertEqual([0.5, 1, 2, 4, 8] * 2,
+                         [c.args[0] for c in self.ksa_sleep.call_args_list])
+
+        # One more failure of each kind than it retries: it gives up,
+        # after trying for about 30 s.
+        self.mark()
+        self.ksa_sleep.reset_mock()
+        self.requests.get(ARQS, exc=requests.exceptions.ConnectionError)
+        self.assertRaises(exception.CyborgError,
+                          self.client.get_arqs_for_instance, uuids.inst)
+        self.assertEqual(7, self.calls())
+        self.assertEqual(31.5, sum(
+            c.args[0] for c in self.ksa_sleep.call_args_list))
+
+        # Deletes too; creates and binds still never.
+        self.mark()
+        self.requests.delete(ARQS, [refused] * 6 + [{'status_code': 204}])
+        self.client.delete_arqs_for_instance(uuids.inst)
+        self.assertEqual(7, self.calls())
+        self.mark()
+        self.requests.post(ARQS, [refused, {
+            'status_code': 201, 'json': {'arqs': [_arq(uuids.a0)]}}])
         self.assertRaises(exception.CyborgError,
                           self.client.create_arqs, 'dp1')
         self.assertEqual(1, self.calls())
