@@ -6,6 +6,14 @@
         --keep the cloud is torn down at the end.
     down      Stop every process of the cloud; fail if one is left.
     status    Which services run, their memory, where the files are.
+    host stop|start|restart HOST
+              Stop one compute host (its nova-compute and sidecar; its
+              domains and devices live on, as libvirtd and the kernel
+              would) and force its nova-compute service down, as before
+              a maintenance or an evacuation; start it again and wait
+              until its service is up and its FPGAs are in Placement;
+              or both. A failure shows the last lines of the host's log
+              and of cyborg-conductor's.
     tempest [ARGS]
               ``tempest run ARGS`` in the cloud's tempest workspace.
 
@@ -23,6 +31,7 @@ import sys
 from localcloud import access
 from localcloud import cloud
 from localcloud import demo
+from localcloud import hosts
 from localcloud import layout as layout_mod
 from localcloud import procs
 
@@ -93,6 +102,20 @@ def cmd_status(args):
     return 0
 
 
+def cmd_host(args):
+    layout = layout_mod.Layout.load(args.dir)
+    if layout is None or not procs.running(layout):
+        _out('No cloud runs under %s: "python -m localcloud up --keep" '
+             'first' % args.dir)
+        return 1
+    try:
+        getattr(hosts, args.action)(layout, args.host, out=_out)
+    except procs.ServiceError as exc:
+        _out('ERROR: %s' % exc)
+        return 1
+    return 0
+
+
 def cmd_tempest(args):
     layout = layout_mod.Layout.load(args.dir)
     if layout is None or not procs.running(layout):
@@ -128,6 +151,11 @@ def main(argv=None):
     sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
     sub.add_parser('status', help='show what runs').set_defaults(
         func=cmd_status)
+    host = sub.add_parser('host', help='stop, start or restart one '
+                          'compute host')
+    host.add_argument('action', choices=('stop', 'start', 'restart'))
+    host.add_argument('host', help='compute1, compute2, ...')
+    host.set_defaults(func=cmd_host)
     sub.add_parser('tempest', help='run tempest against it (the arguments '
                    'that follow are tempest run\'s)').set_defaults(
                        func=cmd_tempest)

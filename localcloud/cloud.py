@@ -5,7 +5,9 @@ and every service's schema is migrated in parallel (the real
 ``keystone-manage``, ``placement-manage``, ``glance-manage``,
 ``nova-manage`` and ``cyborg-dbsync upgrade``); then the WSGI services
 under gunicorn; then the RPC services; then the simulated compute hosts,
-each with its sidecar. A failure names the service and its log file.
+each with its sidecar (:mod:`localcloud.hosts`). A failure names the
+service and shows the last lines of its log (and, when hosts lack their
+FPGAs, of cyborg-conductor's).
 """
 
 import concurrent.futures
@@ -14,6 +16,7 @@ import subprocess
 import time
 
 from localcloud import configs
+from localcloud import hosts
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
@@ -139,33 +142,6 @@ def _start_rpc_services(layout, files):
         procs.start(layout, name, argv)
 
 
-def _start_host(layout, files, host):
-    sysfs = layout.path('hosts', host, 'sys')
-    sidecar = configs.sidecar(layout, host, sysfs)
-    return procs.start(layout, host, [
-        layout.python, '-m', 'localcloud.compute_host', '--host', host,
-        '--pfs', str(layout.pfs), '--vfs', str(layout.vfs),
-        '--sysfs-root', sysfs, '--sidecar-config', sidecar,
-        '--domain-xml-dir', layout.domain_xml_dir,
-        '--config-file', files['nova'],
-        '--config-file', configs.compute(layout, host)])
-
-
-def _hosts_ready(layout, conn):
-    """Every host is a hypervisor, mapped to the cell, with its FPGAs."""
-    def check():
-        try:
-            hypervisors = list(conn.compute.hypervisors())
-            devices = conn.placement.get(
-                '/resource_providers?resources=FPGA:1',
-                microversion='1.20').json()['resource_providers']
-        except Exception:
-            return False
-        return (len(hypervisors) >= layout.computes and
-                len(devices) >= layout.computes * layout.pfs)
-    return check
-
-
 def _check_nova_patched(layout):
     """The cloud runs Nova as patched by nova-cyborg, or refuses to start."""
     result = subprocess.run([layout.bin('nova-cyborg-patch'), 'status'],
@@ -207,25 +183,8 @@ def up(layout, out=print):
     progress('rabbitmq   127.0.0.1:%d' % layout.port('rabbit'))
     _start_rpc_services(layout, files)
     conn = identity.admin_connection(layout)
-    hosts = {host: _start_host(layout, files, host) for host in layout.hosts}
-    check = _hosts_ready(layout, conn)
-    deadline = time.monotonic() + 180
-    while not check():
-        for name, proc in hosts.items():
-            if proc.poll() is not None:
-                raise procs.ServiceError(name, 'exited with %d' %
-                                         proc.returncode,
-                                         procs.log_path(layout, name))
-        running = procs.running(layout)
-        for name in ('nova-conductor', 'nova-scheduler', 'cyborg-conductor'):
-            if name not in running:
-                raise procs.ServiceError(name, 'exited',
-                                         procs.log_path(layout, name))
-        if time.monotonic() > deadline:
-            raise procs.ServiceError(
-                'compute', 'hosts not registered with their FPGAs after '
-                '180 s', procs.log_path(layout, layout.hosts[0]))
-        time.sleep(0.5)
+    started = {host: hosts.launch(layout, host) for host in layout.hosts}
+    hosts.wait(layout, conn, started)
     progress('computes   %s: nova-compute and sidecar, FPGAs in Placement'
              % ', '.join(layout.hosts))
     return progress.elapsed(), procs.memory(layout)

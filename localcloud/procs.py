@@ -19,13 +19,21 @@ from localcloud import layout as layout_mod
 
 
 class ServiceError(Exception):
-    """A service failed to start; names the service and its log."""
+    """A service failed to start; names the service and its log.
 
-    def __init__(self, name, reason, log_path):
+    The message ends with the last lines of that log, then of each log in
+    ``also`` (the other services a failure involves).
+    """
+
+    def __init__(self, name, reason, log_path, also=()):
         self.name = name
         self.log_path = log_path
-        super().__init__('%s: %s (log: %s)\n%s' % (
-            name, reason, log_path, tail(log_path)))
+        message = '%s: %s (log: %s)\n%s' % (name, reason, log_path,
+                                            tail(log_path))
+        for path in also:
+            if path != log_path:
+                message += '\n-- last lines of %s:\n%s' % (path, tail(path))
+        super().__init__(message)
 
 
 def tail(path, lines=25):
@@ -179,6 +187,16 @@ def _stop_groups(layout, pgids, grace=10):
             os.unlink(_pid_path(layout, name))
         except FileNotFoundError:
             pass
+
+
+def stop(layout, name, grace=10):
+    """Stop one service (its whole process group); True if it had a pid
+    file."""
+    pgids = _pgids(layout)
+    if name not in pgids:
+        return False
+    _stop_groups(layout, {name: pgids[name]}, grace=grace)
+    return True
 
 
 def stop_all(layout, order=()):

@@ -57,3 +57,12 @@ class ConfigsTest(testtools.TestCase):
         self.assertEqual(self.layout.transport_url,
                          sidecar.get('DEFAULT', 'transport_url'))
         self.assertIn('/tmp/sys2', sidecar.get('fpga', 'program_command'))
+
+    def test_a_host_reaps_domains_of_servers_deleted_while_it_was_down(self):
+        conf = self._read(configs.compute(self.layout, 'compute1'))
+        self.assertEqual('reap', conf.get('DEFAULT',
+                                          'running_deleted_instance_action'))
+        self.assertLessEqual(int(conf.get(
+            'DEFAULT', 'running_deleted_instance_poll_interval')), 10)
+        self.assertEqual(configs.nova_file(self.layout),
+                         configs.nova(self.layout))

@@ -47,3 +47,25 @@ class ProcsTest(testtools.TestCase):
                                       sys.executable, '-c',
                                       'raise SystemExit(2)'])
         self.assertIn('exited with 2', str(error))
+
+    def test_an_error_shows_the_other_logs_it_names(self):
+        for name, text in (('compute1', 'host line'),
+                           ('cyborg-conductor', 'conductor line')):
+            with open(procs.log_path(self.layout, name), 'w') as f:
+                f.write(text + '\n')
+        error = procs.ServiceError(
+            'compute1', 'not ready', procs.log_path(self.layout, 'compute1'),
+            also=[procs.log_path(self.layout, 'compute1'),
+                  procs.log_path(self.layout, 'cyborg-conductor')])
+        text = str(error)
+        self.assertEqual(1, text.count('host line'))
+        self.assertIn('-- last lines of %s:\nconductor line' %
+                      procs.log_path(self.layout, 'cyborg-conductor'), text)
+
+    def test_stop_one_service(self):
+        for name in ('one', 'two'):
+            procs.start(self.layout, name, [
+                sys.executable, '-c', 'import time; time.sleep(60)'])
+        self.assertTrue(procs.stop(self.layout, 'one'))
+        self.assertEqual(['two'], list(procs.running(self.layout)))
+        self.assertFalse(procs.stop(self.layout, 'one'))
