@@ -1,0 +1,257 @@
+"""Accounts, resources and waits for tests against the running cloud.
+
+A test acts as a cloud's users do: an owner (``member`` of a project of
+its own, created for the test) boots and deletes servers; the cloud's
+admin (project ``admin``) creates the device profile and the flavor,
+reads Placement, Cyborg's accelerator requests and the server's host, and
+stops and starts hosts with ``python -m localcloud host``. Every wait has
+a deadline and polls; none sleeps a fixed time.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid as uuidlib
+from xml.etree import ElementTree
+
+import openstack
+import testtools
+
+from localcloud import identity
+from localcloud import layout as layout_mod
+from localcloud import procs
+
+#: Seconds a wait for a state lasts at most.
+DEADLINE = 300
+POLL = 1.0
+#: Networks 'none' at server create.
+COMPUTE_MICROVERSION = '2.37'
+#: root_provider_uuid and in_tree of resource providers.
+PLACEMENT_MICROVERSION = '1.14'
+#: The local cloud's FPGAs (as its demo's profile).
+PROFILE_GROUPS = [{'resources:FPGA': '1',
+                   'trait:CUSTOM_FPGA_INTEL': 'required'}]
+
+
+def wait_until(predicate, what, timeout=DEADLINE, poll=POLL):
+    """Poll ``predicate`` until it returns something true; return that.
+
+    :raises: AssertionError naming ``what`` after ``timeout`` seconds.
+    """
+    end = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= end:
+            raise AssertionError('%s: not so after %d s' % (what, timeout))
+        time.sleep(poll)
+
+
+def _name(kind):
+    return 'cloud-test-%s-%s' % (kind, uuidlib.uuid4().hex[:8])
+
+
+class CloudTestCase(testtools.TestCase):
+    """The running cloud's layout, an owner and the admin."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.layout = layout_mod.Layout.load(layout_mod.DEFAULT_DIR)
+
+    def setUp(self):
+        super().setUp()
+        if self.layout is None or not procs.running(self.layout):
+            self.skipTest('no local cloud runs under %s ("python -m '
+                          'localcloud up --keep" first)' %
+                          layout_mod.DEFAULT_DIR)
+        self.admin = identity.admin_connection(self.layout)
+        self.owner = self._owner()
+
+    # -- accounts and resources ------------------------------------------
+
+    def _owner(self):
+        """A member of a new project, as a cloud's users are."""
+        keystone = self.admin.identity
+        project = keystone.create_project(name=_name('project'),
+                                          domain_id='default')
+        self.addCleanup(keystone.delete_project, project)
+        user = keystone.create_user(
+            name=_name('owner'), domain_id='default',
+            password=layout_mod.PASSWORD, default_project_id=project.id)
+        self.addCleanup(keystone.delete_user, user)
+        member = keystone.find_role('member', ignore_missing=False)
+        keystone.assign_project_role_to_user(project, user, member)
+        return openstack.connect(
+            auth_url=self.layout.auth_url, username=user.name,
+            password=layout_mod.PASSWORD, project_name=project.name,
+            user_domain_name='Default', project_domain_name='Default',
+            region_name=layout_mod.REGION, identity_interface='public')
+
+    def create_accelerator_flavor(self):
+        """A device profile for one FPGA and a public flavor using it."""
+        accel = self.admin.accelerator
+        name = _name('profile')
+        response = accel.post('/device_profiles', json=[
+            {'name': name, 'groups': PROFILE_GROUPS}])
+        self.assertEqual(201, response.status_code, response.text)
+        profile = response.json()
+        self.addCleanup(accel.delete, '/device_profiles/%s' %
+                        profile['uuid'])
+        flavor = self.admin.compute.create_flavor(
+            name=_name('flavor'), ram=512, vcpus=1, disk=1)
+        self.addCleanup(self.admin.compute.delete_flavor, flavor)
+        self.admin.compute.create_flavor_extra_specs(
+            flavor, {'accel:device_profile': name})
+        return flavor.id
+
+    def image_id(self):
+        return self.admin.image.find_image(
+            'nova-cyborg-image', ignore_missing=False).id
+
+    # -- servers -----------------------------------------------------------
+
+    def _compute(self, conn, method, path, **kwargs):
+        response = getattr(conn.compute, method)(
+            path, microversion=COMPUTE_MICROVERSION, **kwargs)
+        return response
+
+    def boot(self, flavor_id):
+        """The owner boots a server and waits for ACTIVE; returns its
+        admin view (with its host)."""
+        response = self._compute(self.owner, 'post', '/servers', json={
+            'server': {'name': _name('server'), 'imageRef': self.image_id(),
+                       'flavorRef': flavor_id, 'networks': 'none'}})
+        self.assertEqual(202, response.status_code, response.text)
+        server_id = response.json()['server']['id']
+        self.addCleanup(self._delete_quietly, server_id)
+        return self.wait_for_status(server_id, 'ACTIVE')
+
+    def server(self, server_id, conn=None):
+        """The server (the admin's view by default); None once gone."""
+        response = self._compute(conn or self.admin, 'get',
+                                 '/servers/%s' % server_id)
+        if response.status_code == 404:
+            return None
+        self.assertEqual(200, response.status_code, response.text)
+        return response.json()['server']
+
+    def diagnostics(self, server_id):
+        """What the host's hypervisor says of the server's guest (Nova
+        asks its domain: 404 or 409 if the host has no such guest)."""
+        response = self.admin.compute.get(
+            '/servers/%s/diagnostics' % server_id, microversion='2.48')
+        self.assertEqual(200, response.status_code, response.text)
+        return response.json()
+
+    def wait_for_status(self, server_id, status):
+        def reached():
+            server = self.server(server_id)
+            if server and server['status'] == 'ERROR' != status:
+                self.fail('server %s went to ERROR: %s' % (
+                    server_id, server.get('fault')))
+            return server if server and server['status'] == status else None
+        return wait_until(reached, 'server %s %s' % (server_id, status))
+
+    def delete(self, server_id):
+        """The owner deletes the server; wait until it is gone."""
+        response = self._compute(self.owner, 'delete',
+                                 '/servers/%s' % server_id)
+        self.assertEqual(204, response.status_code, response.text)
+        wait_until(lambda: self.server(server_id) is None,
+                   'server %s deleted' % server_id)
+
+    def _delete_quietly(self, server_id):
+        """At cleanup: the server is gone before its flavor and owner."""
+        if self.server(server_id) is not None:
+            self._compute(self.owner, 'delete', '/servers/%s' % server_id)
+            wait_until(lambda: self.server(server_id) is None,
+                       'server %s deleted' % server_id)
+
+    # -- Cyborg and Placement ----------------------------------------------
+
+    def arqs(self, server_id):
+        response = self.admin.accelerator.get(
+            '/accelerator_requests', params={'instance': server_id})
+        self.assertEqual(200, response.status_code, response.text)
+        return response.json()['arqs']
+
+    def _placement(self, path):
+        response = self.admin.placement.get(
+            path, microversion=PLACEMENT_MICROVERSION)
+        self.assertEqual(200, response.status_code, response.text)
+        return response.json()
+
+    def allocations(self, server_id):
+        return self._placement('/allocations/%s' % server_id)['allocations']
+
+    def device_providers(self, host):
+        """``{uuid: (name, parent, inventories, traits)}`` of the
+        providers under the host's compute node."""
+        roots = self._placement('/resource_providers?name=%s' % host)[
+            'resource_providers']
+        self.assertEqual(1, len(roots), roots)
+        root = roots[0]['uuid']
+        result = {}
+        for rp in self._placement('/resource_providers?in_tree=%s' % root)[
+                'resource_providers']:
+            if rp['uuid'] == root:
+                continue
+            inventories = self._placement(
+                '/resource_providers/%s/inventories' % rp['uuid'])
+            traits = self._placement(
+                '/resource_providers/%s/traits' % rp['uuid'])['traits']
+            result[rp['uuid']] = (rp['name'], rp['parent_provider_uuid'],
+                                  inventories['inventories'],
+                                  sorted(traits))
+        return result
+
+    # -- the host ------------------------------------------------------------
+
+    def domain_file(self, server_id):
+        return os.path.join(self.layout.domain_xml_dir, server_id + '.xml')
+
+    def hostdevs(self, server_id):
+        """``{(domain, bus, slot, function)}`` (ints) of the domain XML."""
+        root = ElementTree.parse(self.domain_file(server_id)).getroot()
+        return {tuple(int(address.get(key), 16) for key in (
+            'domain', 'bus', 'slot', 'function'))
+            for address in root.findall(
+                "./devices/hostdev[@type='pci']/source/address")}
+
+    @staticmethod
+    def handle(arq):
+        info = arq['attach_handle_info']
+        return tuple(int(info[key], 16) for key in (
+            'domain', 'bus', 'device', 'function'))
+
+    def localcloud(self, *args):
+        """``python -m localcloud --dir <cloud> ARGS``; fails the test
+        with the command's output if it fails."""
+        proc = subprocess.run(
+            [sys.executable, '-m', 'localcloud', '--dir', self.layout.root]
+            + list(args), capture_output=True, text=True,
+            timeout=DEADLINE * 2)
+        self.assertEqual(0, proc.returncode, 'localcloud %s failed:\n%s%s' % (
+            ' '.join(args), proc.stdout, proc.stderr))
+        return proc.stdout
+
+    def stop_host(self, host):
+        """``host stop``; the host is started again at cleanup if a test
+        leaves it stopped."""
+        self.addCleanup(self._start_if_stopped, host)
+        out = self.localcloud('host', 'stop', host)
+        self.assertNotIn(host, procs.running(self.layout))
+        return out
+
+    def start_host(self, host):
+        out = self.localcloud('host', 'start', host)
+        self.assertTrue(re.search(r'%s: started' % host, out), out)
+        return out
+
+    def _start_if_stopped(self, host):
+        if host not in procs.running(self.layout):
+            self.localcloud('host', 'start', host)
