@@ -110,7 +110,7 @@ def cmd_host(args):
         return 1
     try:
         getattr(hosts, args.action)(layout, args.host, out=_out)
-    except procs.ServiceError as exc:
+    except (ValueError, procs.ServiceError) as exc:
         _out('ERROR: %s' % exc)
         return 1
     return 0

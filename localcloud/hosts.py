@@ -180,9 +180,10 @@ def wait(layout, conn, started, since=None, timeout=TIMEOUT, sleep=0.5):
 # -- commands ---------------------------------------------------------------
 
 def _check_host(layout, host):
+    """A wrong request (ValueError) is not a service's failure."""
     if host not in layout.hosts:
-        raise procs.ServiceError(host, 'no such host (hosts: %s)' % ', '.join(
-            layout.hosts), procs.log_path(layout, 'cloud'))
+        raise ValueError('%s: no such host (hosts: %s)' % (
+            host, ', '.join(layout.hosts)))
 
 
 def stop(layout, host, out=print):
@@ -205,8 +206,8 @@ def start(layout, host, out=print, timeout=TIMEOUT):
     """Start the host again and wait until it is ready; returns seconds."""
     _check_host(layout, host)
     if host in procs.running(layout):
-        raise procs.ServiceError(host, 'already running (stop it first)',
-                                 procs.log_path(layout, host))
+        raise ValueError('%s: already running ("host stop %s" or "host '
+                         'restart %s")' % (host, host, host))
     started = time.monotonic()
     conn = identity.admin_connection(layout)
     service = compute_services(conn).get(host)

@@ -252,10 +252,11 @@ class CommandsTest(HostsTestCase):
     def test_start_refuses_a_running_host(self):
         procs.start(self.layout, 'compute1', [
             sys.executable, '-c', 'import time; time.sleep(60)'])
-        self.assertRaises(procs.ServiceError, hosts.start, self.layout,
-                          'compute1')
+        error = self.assertRaises(ValueError, hosts.start, self.layout,
+                                  'compute1')
+        self.assertIn('compute1: already running', str(error))
 
     def test_unknown_host(self):
-        error = self.assertRaises(procs.ServiceError, hosts.stop,
+        error = self.assertRaises(ValueError, hosts.stop,
                                   self.layout, 'compute9')
         self.assertIn('no such host (hosts: compute1, compute2)', str(error))
