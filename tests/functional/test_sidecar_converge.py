@@ -73,6 +73,20 @@ def status(code, detail, error_code=None):
     return answer
 
 
+def created_meanwhile(environ, start_response, app):
+    """The conductor reads the trait before another host's report creates
+    it: the trait is created (through Placement itself) and the read
+    answers 404, so the conductor's create that follows answers 204."""
+    create = dict(environ, REQUEST_METHOD='PUT', CONTENT_LENGTH='0',
+                  HTTP_OPENSTACK_API_VERSION='placement 1.6')
+    statuses = []
+    list(app(create, lambda code, headers, exc_info=None: statuses.append(
+        code)))
+    assert statuses[0].split()[0] in ('201', '204'), statuses
+    not_found = status(404, 'The trait does not exist.')
+    return not_found(environ, start_response, app)
+
+
 class ConvergeTestBase(faults.ProcessFaultBase):
 
     def expect_matching(self, hostname='compute1', timeout=120):
@@ -143,14 +157,10 @@ class ConductorDropsTheDeviceTest(ConvergeTestBase):
 
     def test_trait_created_by_another_host_meanwhile(self):
         # cyborg-conductor 17 reads the trait, finds nothing, creates it
-        # and reads the 204 of another host's creation as a failure. Here
-        # the sidecar created the report's traits first, so the only way
-        # to meet the race is a read that says "not there yet"; the
-        # conductor's create then answers 204.
+        # and reads the 204 of another host's creation as a failure.
         self.start_with(ConductorFaults(
             lambda method, path: method == 'GET' and path.startswith(
-                '/traits/CUSTOM_FPGA_INTEL'),
-            status(404, 'The trait does not exist.')))
+                '/traits/CUSTOM_FPGA_INTEL'), created_meanwhile))
         self.assert_usable()
 
     def test_provider_creation_refused_5xx(self):
