@@ -221,11 +221,15 @@ def idle_rpcs_per_hour(data):
     resync = data['default_resync_interval']
     resyncs = 3600 / resync if resync else 0
     how = ('%d report_data RPCs from %d idle hosts over %d cycles of %d s '
-           '(%.0f s watched) = %g per host per cycle; x %g cycles per hour '
+           '(%.0f s watched, after %d RPCs in the %.0f s that followed '
+           'convergence until a cycle without any) = %g per host per '
+           'cycle; x %g cycles per hour '
            '(default report_interval %d s) + %g periodic re-reports per '
            'hour (default resync_interval %d s%s) = %g' % (
                data['idle_rpcs'], data['hosts'], data['idle_cycles'],
-               data['cycle_s'], data['idle_window_s'], per_cycle, cycles,
+               data['cycle_s'], data['idle_window_s'],
+               data['settle_rpcs'], data['settle_s'],
+               per_cycle, cycles,
                data['default_report_interval'], resyncs, resync,
                ', off' if not resync else '', per_cycle * cycles + resyncs))
     return per_cycle * cycles + resyncs, how
@@ -255,11 +259,22 @@ def herd(runs):
                  '%.1f s after the spawn of the sidecars (their %d '
                  'computes started before, in %.0f s); report_data RPCs '
                  'per host until converged: %s; devices cyborg-conductor '
-                 'dropped meanwhile ("Failed to add device"): %d' % (
+                 'dropped meanwhile ("Failed to add device"): %s' % (
                      hosts, data['first_s'], data['median_s'],
                      data['all_s'], hosts, data['computes_s'],
                      _spread(data['reports_to_converge']),
-                     data['conductor_failures'])))
+                     _reasons(data['conductor_failures']))))
+        unbindable = data.get('cyborg_unbindable', [])
+        rows.append(report.Row(
+            'P8 herd of %d hosts: devices Cyborg can bind, once converged'
+            % hosts, '%d of %d' % (data['devices'] - len(unbindable),
+                                   data['devices']),
+            '', None, 'all', not unbindable,
+            note='P8 (%d hosts): devices Placement offers but Cyborg '
+                 'cannot bind (a boot scheduled there fails): %s' % (
+                     hosts, '; '.join(unbindable[:4]) +
+                     (' ...' if len(unbindable) > 4 else ''))
+            if unbindable else ''))
         per_hour, how = idle_rpcs_per_hour(data)
         rows.append(report.Row(
             'P9 conductor RPCs per host per idle hour (%d hosts)' % hosts,
@@ -274,7 +289,7 @@ def herd(runs):
                      data['idle_placement_calls'],
                      data['idle_placement_writes'],
                      data['idle_placement_calls'] / data['sidecars'] /
-                     data['idle_cycles'])))
+                     data['idle_cycles']) + _idle_detail(data)))
     return rows
 
 
@@ -284,3 +299,29 @@ def _spread(values):
         return '-'
     return '%d-%d (median %g)' % (min(values), max(values),
                                   report.median(values))
+
+
+def _reasons(reasons):
+    """'9 (database is locked x7, ...)' of ``{reason: count}``."""
+    if not isinstance(reasons, dict):
+        return '%s' % reasons
+    if not reasons:
+        return '0'
+    return '%d (%s)' % (sum(reasons.values()), ', '.join(
+        '%s x%d' % (reason or 'no reason given', n) for reason, n in
+        sorted(reasons.items(), key=lambda item: -item[1])))
+
+
+def _idle_detail(data):
+    """Who reported or wrote while idle (their logs are in the raw
+    results)."""
+    text = ''
+    if data.get('idle_reporters'):
+        text += '; hosts that reported while idle: %s (their log tails: ' \
+                'raw results, "idle_reporters")' % ', '.join(
+                    sorted(data['idle_reporters']))
+    if data.get('idle_placement_writes_by_call'):
+        text += '; writes: %s' % ', '.join(
+            '%s x%d' % item for item in sorted(
+                data['idle_placement_writes_by_call'].items()))
+    return text

@@ -116,10 +116,12 @@ def write(rows, raw, seconds, results_dir=RESULTS_DIR, name='latest'):
         f.write('\n')
     with open(os.path.join(results_dir, name + '.md'), 'w') as f:
         f.write('# Benchmarks: %s run\n\n' % name)
-        f.write('`tox -e bench` on %(cpus)s CPUs, Python %(python)s, '
+        command = 'tox -e bench' + (
+            '' if name == 'latest' else ' -- ' + name.replace('-', ' '))
+        f.write('`%(command)s` on %(cpus)s CPUs, Python %(python)s, '
                 '%(platform)s, %(date)s; the whole run took '
                 '%(bench_seconds).0f s. Ratios are to a baseline measured '
                 'in the same run (or to the target). See '
                 '[README.rst](../README.rst) for what each figure means '
-                'and how it is measured.\n\n' % info)
+                'and how it is measured.\n\n' % dict(info, command=command))
         f.write(markdown_table(rows) + '\n')

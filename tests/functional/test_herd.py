@@ -23,8 +23,10 @@ sees: the providers Nova's resource tracker writes (named after the host,
 with ``COMPUTE_ACCELERATORS`` and the host's inventory), so "schedulable"
 is checked with the request shape Nova sends for a device profile group
 (``resources_dp=FPGA:1&required_dp=<traits>&root_required=
-COMPUTE_ACCELERATORS``), restricted to each host's tree. Hand-made root
-providers would have had to copy all of that and could drift from it.
+COMPUTE_ACCELERATORS``), restricted to each host's tree; and Cyborg must
+hold each deployable with that provider, or a boot scheduled there fails
+at bind. Hand-made root providers would have had to copy all of that and
+could drift from it.
 The clock starts when the first sidecar is spawned; the computes are up
 by then, as a compute node's provider is when its services come back
 after a reboot (the sidecar waiting for a provider that is not there yet

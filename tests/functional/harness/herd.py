@@ -23,7 +23,8 @@ Each host of a herd is:
 the processes in one loop, so they start together, as a rack of identical
 hosts does after maintenance. :class:`PlacementView` tells what is still
 missing for a host's devices to be schedulable, as a scheduler would find
-them; :func:`wait_converged` waits until nothing is.
+them; :func:`cyborg_problems` what Cyborg lacks to bind them;
+:func:`wait_converged` waits until nothing is missing.
 """
 
 import os
@@ -242,6 +243,7 @@ class PlacementView:
             'X-Auth-Token': 'admin',
             'OpenStack-API-Version': 'placement %s' % MICROVERSION})
         self.timeout = timeout
+        self._roots = {}
 
     def close(self):
         self.session.close()
@@ -288,25 +290,41 @@ class PlacementView:
                     found.add(rp)
         return found
 
+    def compute_node(self, hostname):
+        """The compute node provider's UUID (cached once found)."""
+        if hostname not in self._roots:
+            rp = self.provider(hostname)
+            if rp is None:
+                return None
+            self._roots[hostname] = rp['uuid']
+        return self._roots[hostname]
+
     def problems(self, hostname, expected):
         """What keeps a host's devices from being schedulable as
-        ``expected`` (:func:`expected_devices`); empty when nothing."""
-        compute = self.provider(hostname)
-        if compute is None:
+        ``expected`` (:func:`expected_devices`); empty when nothing.
+
+        One request while providers are missing from the host's tree;
+        then each provider's inventory and traits, and the allocation
+        candidates.
+        """
+        root = self.compute_node(hostname)
+        if root is None:
             return ['%s: no compute node provider' % hostname]
-        problems = []
+        tree = {rp['name']: rp for rp in self.get(
+            '/resource_providers', in_tree=root)['resource_providers']}
+        problems = ['%s: no provider under the compute node' % name
+                    for name in sorted(expected) if name not in tree]
+        if problems:
+            return problems
         by_class = {}
         for name, want in sorted(expected.items()):
-            rp = self.provider(name)
-            if rp is None:
-                problems.append('%s: no provider' % name)
-                continue
+            rp = tree[name]
             if rp['uuid'] != want['uuid']:
                 problems.append('%s: provider uuid %s, not %s' % (
                     name, rp['uuid'], want['uuid']))
-            if rp['parent_provider_uuid'] != compute['uuid']:
+            if rp['parent_provider_uuid'] != root:
                 problems.append('%s: parent %s, not the compute node %s' % (
-                    name, rp['parent_provider_uuid'], compute['uuid']))
+                    name, rp['parent_provider_uuid'], root))
             inv = self.get('/resource_providers/%s/inventories' % rp['uuid'])
             inv = (inv or {}).get('inventories', {})
             rc = want['resource_class']
@@ -324,7 +342,7 @@ class PlacementView:
             by_class.setdefault((rc, want['traits']), set()).add(
                 want['uuid'])
         for (rc, traits), uuids in by_class.items():
-            found = self.candidates(compute['uuid'], rc, traits)
+            found = self.candidates(root, rc, traits)
             if not uuids <= found:
                 problems.append('%s: not schedulable (%s:1 with %s): %s' % (
                     hostname, rc, ','.join(sorted(traits)),
@@ -394,6 +412,17 @@ def conductor_failures(log_path):
                     if 'Failed to add device' in line]
     except FileNotFoundError:
         return []
+
+
+def failure_reasons(lines):
+    """``{reason: count}`` of :func:`conductor_failures` lines."""
+    reasons = {}
+    for line in lines:
+        reason = line.rsplit('Reason: ', 1)[-1].strip()
+        reason = re.sub(r'^\(sqlite3\.\w+\) ', '', reason)
+        reason = re.sub(r'CUSTOM_\w+', 'CUSTOM_...', reason)[:60]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return reasons
 
 
 def describe(problems, herd=None, conductor_log=None, lines=15):
