@@ -55,7 +55,7 @@ SIDECAR_OPTS = [
                help='Seconds between discovery cycles once Placement '
                     'matches the host. Each cycle sends a report only when '
                     'the devices changed, and checks this host\'s device '
-                    'providers in Placement (one request while nothing '
+                    'providers in Placement (two reads while nothing '
                     'changed), repairing what is wrong. After a cycle that '
                     'left something wrong, the next one comes after 1 s, '
                     'doubling up to this interval, with jitter.'),
