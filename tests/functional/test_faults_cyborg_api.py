@@ -8,11 +8,11 @@ while one of Nova's calls to Cyborg fails: the device profile fetch
 read while nova-compute waits for the binding (``GET ?instance=``) or the
 delete with the server (nova-compute, ``DELETE ?instance=``). Each fault
 goes through Nova's real client and keystoneauth session, with ``[cyborg]
-timeout = 4``, ``connect_retries = 2`` and ``status_code_retries = 2``:
+timeout = 10``, ``connect_retries = 2`` and ``status_code_retries = 2``:
 
 * unreachable: the call goes to a loopback port that refuses connections;
 * slow: the call goes to a stand-in that passes it on to the real Cyborg,
-  which does what it asks, and answers after the client's timeout;
+  which does what it asks, and answers once the client has given up;
 * 5xx: the stand-in answers HTTP 503 with an error message;
 * once: only the first request of the call fails (Cyborg comes back).
 
@@ -43,11 +43,15 @@ Cases and outcomes:
 * bind 5xx, then the conductor's delete of its new ARQ unreachable: ERROR
   with the reason, the allocation is freed; the conductor keeps the ARQ's
   UUID with the server, and deleting the server deletes it.
-* read unreachable, slow or 5xx: ERROR, fault "Build of instance <uuid>
-  aborted: Failure getting accelerator requests: Failed to get accelerator
-  requests: ... GET /accelerator_requests ..."; the compute deletes the
-  ARQ, the allocation is freed.
-* read slow or 5xx once: the retry works, the server is ACTIVE with its VF.
+* read unreachable, slow or 5xx, Cyborg binding once nova-compute waits
+  (see BindOrder): the read as the wait begins fails, the bind event ends
+  the wait, the read after it fails too: ERROR, fault "Build of instance
+  <uuid> aborted: Failure getting accelerator requests: Failed to get
+  accelerator requests: ... GET /accelerator_requests ..."; the compute
+  deletes the ARQ, the allocation is freed.
+* read slow or 5xx once, Cyborg done binding before nova-compute waits:
+  the retry of the read as the wait begins finds the ARQ Bound, the server
+  is ACTIVE with its VF.
 * delete unreachable or 5xx: the delete fails, ERROR with fault "Failed to
   delete accelerator requests: ... DELETE /accelerator_requests ..."; the
   server keeps its Bound ARQ and its allocation; deleting it again frees
@@ -64,7 +68,6 @@ from tests.functional import base  # noqa: F401,I100
 import json  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
 import fixtures  # noqa: E402
 from nova import context as nova_context  # noqa: E402
@@ -73,12 +76,14 @@ import requests  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
-#: ``[cyborg] timeout`` of these tests, and how late a slow Cyborg answers.
-TIMEOUT = 4
-SLOW = TIMEOUT + 3
+#: ``[cyborg] timeout`` of these tests: each request to the slow Cyborg
+#: waits this long; every other call to the real Cyborg must answer within
+#: it, on a busy machine too.
+TIMEOUT = 10
 #: ``[cyborg] connect_retries`` and ``status_code_retries``.
 RETRIES = 2
 
@@ -118,8 +123,9 @@ class FaultyCyborg(fixtures.Fixture):
 
     :param cyborg_url: the real Cyborg's root URL.
     :param mode: ``slow``: each request is passed on to the real Cyborg,
-        which does what it asks, and answered ``SLOW`` seconds later, when
-        Nova's client gave up; ``5xx``: answered HTTP 503 at once, without
+        which does what it asks, and answered only once Nova's client gave
+        up on it (the client call that sent it has ended: see
+        :meth:`call_started`); ``5xx``: answered HTTP 503 at once, without
         passing it on.
     :param failures: how many requests fail (all if None); the next ones
         are passed on and answered at once, as if Cyborg had recovered.
@@ -139,11 +145,39 @@ class FaultyCyborg(fixtures.Fixture):
         self.failures = failures
         self.seen = []
         self._lock = threading.Lock()
+        # Client calls in progress, requests being passed on.
+        self._changed = threading.Condition(self._lock)
+        self._calls = 0
+        self._passing = 0
+        self._closed = False
 
     def _setUp(self):
         server, url = loopback.serve(self._app)
         self.addCleanup(loopback.stop, server)
+        self.addCleanup(self._close)
         self.endpoint = url + '/accelerator/v2'
+
+    def _close(self):
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def call_started(self):
+        """Nova's client began a call that sends requests here."""
+        with self._changed:
+            self._calls += 1
+
+    def call_ended(self):
+        """Nova's client gave up on (or got) the answers of its call: once
+        Cyborg has done what the slow requests asked, they are answered
+        (to nobody)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: not self._passing,
+                                          timeout=waits.DEADLINE):
+                raise AssertionError('Cyborg did not answer the requests '
+                                     'passed on in %d s' % waits.DEADLINE)
+            self._calls -= 1
+            self._changed.notify_all()
 
     def _app(self, environ, start_response):
         query = environ.get('QUERY_STRING')
@@ -158,9 +192,22 @@ class FaultyCyborg(fixtures.Fixture):
                 ('Content-Type', 'application/json'),
                 ('Content-Length', str(len(body)))])
             return [body]
-        resp = self._pass_on(environ, target)
-        if fails:
-            time.sleep(SLOW)
+        if not fails:
+            resp = self._pass_on(environ, target)
+        else:
+            with self._changed:
+                self._passing += 1
+            try:
+                resp = self._pass_on(environ, target)
+            finally:
+                with self._changed:
+                    self._passing -= 1
+                    self._changed.notify_all()
+            # Answered once the client has given up.
+            with self._changed:
+                self._changed.wait_for(
+                    lambda: not self._calls or self._closed,
+                    timeout=waits.DEADLINE)
         headers = [(k, v) for k, v in resp.headers.items()
                    if k.lower() in self._HEADERS]
         start_response('%d %s' % (resp.status_code, resp.reason), headers + [
@@ -179,7 +226,7 @@ class FaultyCyborg(fixtures.Fixture):
         body = environ['wsgi.input'].read(length) if length else None
         return requests.request(environ['REQUEST_METHOD'],
                                 self.cyborg_url + target, data=body,
-                                headers=headers, timeout=30)
+                                headers=headers, timeout=waits.DEADLINE)
 
 
 class Redirect(fixtures.Fixture):
@@ -187,13 +234,16 @@ class Redirect(fixtures.Fixture):
 
     Everything else about the call is real: the client's ``_call``,
     keystoneauth's session with ``[cyborg] timeout`` and its retries.
-    ``calls`` counts the client calls redirected.
+    ``calls`` counts the client calls redirected. ``cyborg``, the
+    FaultyCyborg at ``endpoint`` if any, hears when each call starts and
+    ends.
     """
 
-    def __init__(self, call, endpoint):
+    def __init__(self, call, endpoint, cyborg=None):
         super().__init__()
         self.method, self.match = CALLS[call]
         self.endpoint = endpoint
+        self.cyborg = cyborg
         self.calls = 0
 
     def _setUp(self):
@@ -208,15 +258,91 @@ class Redirect(fixtures.Fixture):
             adapter = cyclient._get_adapter(op)
             saved = adapter.endpoint_override
             adapter.endpoint_override = fault.endpoint
+            if fault.cyborg:
+                fault.cyborg.call_started()
             try:
                 return real(cyclient, op, method, url, expected, **kwargs)
             finally:
                 adapter.endpoint_override = saved
+                if fault.cyborg:
+                    fault.cyborg.call_ended()
         self.useFixture(fixtures.MonkeyPatch(
             'nova_cyborg.client.CyborgClient._call', _call))
 
 
-class CyborgApiFaultTest(base.AcceleratorTestBase):
+class BindOrder(fixtures.Fixture):
+    """Cyborg finishes the bind before or after nova-compute begins to wait.
+
+    nova-compute reads the server's ARQs as its wait for the bind events
+    begins (``get_arqs_for_instance(only_resolved=True)``): the ARQs bound
+    by then end the wait at once, the others their event; an event sent
+    before the wait began is lost. Which comes first is a race between
+    Cyborg's bind and nova-compute's build. A test that makes that read
+    fail needs one order:
+
+    ``before``: the read waits until Cyborg lists the ARQs Bound.
+    ``after``: the conductor's bind is held until nova-compute has made the
+    read (whether it failed or not), then sent: Cyborg binds, and its
+    event reaches nova-compute waiting.
+    """
+
+    def __init__(self, test, order):
+        super().__init__()
+        assert order in ('before', 'after')
+        self.test = test
+        self.order = order
+
+    def _setUp(self):
+        self._held = []
+        self._threads = []
+        self.errors = []
+        real_bind = nc_client.CyborgClient.bind_arqs
+        real_get = nc_client.CyborgClient.get_arqs_for_instance
+        fixture = self
+
+        def bind_arqs(cyclient, bindings):
+            if fixture.order == 'before':
+                return real_bind(cyclient, bindings)
+            fixture._held.append((cyclient, bindings))
+
+        def send(cyclient, bindings):
+            try:
+                real_bind(cyclient, bindings)
+            except Exception as e:
+                fixture.errors.append(e)
+
+        def get_arqs_for_instance(cyclient, instance_uuid,
+                                  only_resolved=False):
+            if only_resolved and fixture.order == 'before':
+                waits.wait_until(lambda: fixture._bound(instance_uuid),
+                                 'the bind before the wait')
+            try:
+                return real_get(cyclient, instance_uuid,
+                                only_resolved=only_resolved)
+            finally:
+                while only_resolved and fixture._held:
+                    thread = threading.Thread(
+                        target=send, args=fixture._held.pop(0))
+                    thread.start()
+                    fixture._threads.append(thread)
+
+        self.addCleanup(self._join)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
+            get_arqs_for_instance))
+
+    def _bound(self, instance_uuid):
+        arqs = self.test.cyborg.list_arqs(instance_uuid)
+        return arqs and all(a['state'] == 'Bound' for a in arqs)
+
+    def _join(self):
+        for thread in self._threads:
+            thread.join(waits.DEADLINE)
+
+
+class CyborgApiFaultTest(waits.DeadlineWaits, base.AcceleratorTestBase):
     """One fault at one call of a boot or delete (see the module)."""
 
     def setUp(self):
@@ -243,7 +369,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
             return Redirect(call, refused_endpoint(self)), None
         cyborg = self.useFixture(FaultyCyborg(self.cyborg.url, mode,
                                               failures))
-        return Redirect(call, cyborg.endpoint), cyborg
+        return Redirect(call, cyborg.endpoint, cyborg), cyborg
 
     # Servers
 
@@ -253,8 +379,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
 
     def wait_idle(self, server, status):
         return self._wait_for_server_parameter(
-            server, {'status': status, 'OS-EXT-STS:task_state': None},
-            max_retries=90)
+            server, {'status': status, 'OS-EXT-STS:task_state': None})
 
     def assert_refused(self, *texts):
         """Creating a server fails with 400 and a message with ``texts``;
@@ -294,8 +419,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
                                      if used}, name)
 
     def wait_clean(self, stray=()):
-        self._wait_for_assert(lambda: self.assert_clean(stray),
-                              max_retries=20)
+        self._wait_for_assert(lambda: self.assert_clean(stray))
 
     def stray_arqs(self):
         """UUIDs of the ARQs in Cyborg that are bound to nothing."""
@@ -315,10 +439,16 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
     def boot_fails(self, call, mode, *texts):
         """A boot with ``call`` failing ends in ERROR, its fault with
         ``texts``; nothing is left but the server, which is deleted; a
-        boot then works. Return (Redirect, FaultyCyborg or None)."""
+        boot then works. Return (Redirect, FaultyCyborg or None).
+
+        A failing read (``get``): Cyborg binds once nova-compute waits."""
         redirect, cyborg = self.fault(call, mode)
+        order = self.useFixture(BindOrder(self, 'after')) \
+            if call == 'get' else None
         with redirect:
             server = self.wait_idle(self.post_server(), 'ERROR')
+        if order:
+            self.assertEqual([], order.errors)
         self.assert_fault(server, *texts)
         self.wait_clean()
         self.assertEqual({}, self.allocations(server['id']))
@@ -329,8 +459,13 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
 
     def boot_recovers(self, call, mode):
         """The first request of ``call`` fails, the client's retry works:
-        the server boots with its VF. Return the FaultyCyborg."""
+        the server boots with its VF. Return the FaultyCyborg.
+
+        A read (``get``): Cyborg is done binding before nova-compute
+        waits."""
         redirect, cyborg = self.fault(call, mode, failures=1)
+        if call == 'get':
+            self.useFixture(BindOrder(self, 'before'))
         with redirect:
             server = self.wait_idle(self.post_server(), 'ACTIVE')
         self.assert_accelerated(server, 1)
@@ -443,7 +578,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         def cleaned_up():
             manager._cleanup_running_deleted_instances(admin)
             self.assertEqual([], self.stray_arqs())
-        self._wait_for_assert(cleaned_up, max_retries=20)
+        self._wait_for_assert(cleaned_up)
         self.wait_clean()
         self.wait_clean()
 
@@ -494,22 +629,24 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
 
     # ARQ get (nova-compute, waiting for the binding)
 
+    # The read as the wait begins and the read after the bind event.
+
     def test_get_unreachable(self):
         redirect, _cyborg = self.boot_fails(
             'get', 'refused',
             'could not reach Cyborg for GET /accelerator_requests')
-        self.assertEqual(1, redirect.calls)
+        self.assertEqual(2, redirect.calls)
 
     def test_get_slow(self):
         redirect, cyborg = self.boot_fails(
             'get', 'slow',
             'Cyborg did not answer GET /accelerator_requests in time')
-        self.assertEqual(1 + RETRIES, len(cyborg.seen))
+        self.assertEqual(2 * (1 + RETRIES), len(cyborg.seen))
 
     def test_get_5xx(self):
         redirect, cyborg = self.boot_fails(
             'get', '5xx', 'Cyborg answered HTTP 503 to GET')
-        self.assertEqual(1 + RETRIES, len(cyborg.seen))
+        self.assertEqual(2 * (1 + RETRIES), len(cyborg.seen))
 
     def test_get_slow_once(self):
         cyborg = self.boot_recovers('get', 'slow')

@@ -64,6 +64,7 @@ from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import compute as nc_compute  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional.harness import identity  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 
 EVENT = nc_compute.EVENT_NAME
 FUNCTION_ID = 'badbadbad0000000000000000000cafe'
@@ -110,7 +111,7 @@ class HeldBinds(fixtures.Fixture):
             'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
             get_arqs_for_instance))
 
-    def wait(self, timeout=60):
+    def wait(self, timeout=waits.DEADLINE):
         if not self.waiting.wait(timeout):
             raise AssertionError('nova-compute never waited for the bind')
 
@@ -172,7 +173,7 @@ class NovaEvents(fixtures.Fixture):
             'nova.compute.manager.ComputeManager.external_instance_event',
             manager_event))
 
-    def wait_handled(self, *events, count=1, timeout=30):
+    def wait_handled(self, *events, count=1, timeout=waits.DEADLINE):
         """Wait until nova-compute handled each (server, tag, status), at
         least ``count`` times."""
         deadline = time.monotonic() + timeout
@@ -189,8 +190,12 @@ class NovaEvents(fixtures.Fixture):
                 self._cond.wait(left)
 
 
-class FailedBootChecks(object):
-    """What a user and an operator check after a boot that must fail."""
+class FailedBootChecks(waits.DeadlineWaits):
+    """What a user and an operator check after a boot that must fail.
+
+    Its waits have deadlines (waits.DeadlineWaits): put it before Nova's
+    base in a test class's bases.
+    """
 
     def post_server(self, flavor):
         return self.api.post_server({'server': self._build_server(
@@ -198,11 +203,10 @@ class FailedBootChecks(object):
 
     def wait_error(self, server):
         return self._wait_for_server_parameter(
-            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None},
-            max_retries=60)
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
 
     def wait_active(self, server):
-        return self._wait_for_state_change(server, 'ACTIVE', max_retries=60)
+        return self._wait_for_state_change(server, 'ACTIVE')
 
     def fault(self, server):
         """The fault message the server's owner sees."""
@@ -275,6 +279,8 @@ class BindEventFaultTest(FailedBootChecks, base.AcceleratorTestBase):
         self.assertIn('Timed out after 3 seconds waiting for Cyborg to bind '
                       'the accelerator requests', self.fault(server))
         self.assert_clean(server)
+        # The next boot's bind has Nova's usual time.
+        self.flags(arq_binding_timeout=300)
         self.assert_handles_free()
 
     # The event says the bind failed

@@ -70,6 +70,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
 
@@ -156,7 +157,8 @@ class LateBinds(fixtures.Fixture):
                 pass    # the ARQs were deleted meanwhile
 
 
-class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
+class LifecycleFaultTest(waits.DeadlineWaits,
+                         test_lifecycle.ServerWithAcceleratorBase):
 
     # Helpers
 
@@ -169,8 +171,7 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
 
     def wait_idle(self, status, **params):
         params.update({'status': status, 'OS-EXT-STS:task_state': None})
-        return self._wait_for_server_parameter(self.server, params,
-                                               max_retries=30)
+        return self._wait_for_server_parameter(self.server, params)
 
     def assert_fault(self, server, *texts):
         """The server's fault (shown in ERROR) says why."""
@@ -252,7 +253,7 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
             server = self._wait_for_server_parameter(
                 self.server, {'status': 'ERROR',
                               'OS-EXT-STS:task_state': None},
-                max_retries=30, wait_for_fault_key=False)
+                wait_for_fault_key=False)
         self.assertLessEqual(1, fault.injected)
         self.assertEqual(self.arqs[0]['uuid'],
                          self.cyborg.list_arqs(self.server['id'])[0]['uuid'])
@@ -387,8 +388,7 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.computes['compute1'].start()
         self.admin_api.put_service(self.compute1_service,
                                    {'forced_down': 'false'})
-        self._wait_for_assert(
-            lambda: self.assert_host_free('compute1'), max_retries=40)
+        self._wait_for_assert(lambda: self.assert_host_free('compute1'))
         self.assert_running_on('compute2', same_arqs=False,
                                moved_from='compute1')
 
@@ -439,6 +439,8 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
                 'OS-EXT-SRV-ATTR:host': 'compute1'})
         self._wait_for_migration_status(self.server, ['failed'])
         binds.finish()
+        # What follows binds in Nova's usual time.
+        self.flags(arq_binding_timeout=300)
         return server
 
     def test_evacuate_with_a_late_bind_can_be_retried(self):
@@ -490,6 +492,8 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.wait_idle('SHELVED_OFFLOADED', **{'OS-EXT-SRV-ATTR:host': None})
         self.assertEqual({}, self.allocations(self.server['id']))
         binds.finish()
+        # What follows binds in Nova's usual time.
+        self.flags(arq_binding_timeout=300)
         return reason
 
     def test_unshelve_with_a_late_bind_can_be_retried(self):
