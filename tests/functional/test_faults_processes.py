@@ -46,10 +46,10 @@ programming outside a boot):
   card for a boot: the call waits in its queue; started again within the
   conductor's RPC timeout, the sidecar programs the card and the boot
   ends ACTIVE with the new function trait.
-* started again while Placement is down: it says it cannot start
-  ("Placement is unreachable") and exits with an error, for its unit file
-  to restart it; started once Placement is back, it programs the card for
-  a boot, which is ACTIVE.
+* started again while Placement is down: it starts all the same, says
+  it cannot read Placement ("Placement is unreachable") and keeps
+  running; once Placement is back, it programs the card for a boot, which
+  is ACTIVE.
 
 RabbitMQ restarted (a private broker of the test, see
 tests.functional.harness.broker.PrivateBroker; the shared one is never
@@ -577,19 +577,17 @@ class SidecarKilledTest(ProcessFaultBase):
 
     def test_started_while_placement_is_down(self):
         # Killed, and started again while Placement is down: it cannot
-        # find its provider, says why and exits with an error (its unit
-        # file restarts it); started once Placement is back, it serves
-        # the conductor again.
+        # find its provider, says why and keeps running (since 06fcf77 it
+        # no longer exits for its unit file to restart it); once Placement
+        # is back, it serves the conductor again.
         self.daemon.kill()
         self.placement_down()
-        self.daemon.start(wait=False)
-        self.assertEqual(1, self.daemon.process.wait(
-            timeout=waits.DEADLINE))
-        log = self.daemon.read_log()
-        self.assertIn('nova-cyborg-sidecar cannot start: Placement: '
-                      'Placement is unreachable', log)
-        self.placement_back()
         self.daemon.start()
+        self.wait_for(lambda: 'Cannot read Placement: Placement: Placement '
+                      'is unreachable' in self.daemon.read_log(),
+                      'the sidecar saying Placement is unreachable')
+        self.assertIsNone(self.daemon.process.poll())
+        self.placement_back()
         server = self.boot(self.bitstream_flavor(F_A))
         self.assert_accelerated(server, 1)
         self.assertEqual(F_A, self.loaded())
