@@ -25,6 +25,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from sidecar import program  # noqa: E402
+from tests.functional.harness import broker  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional import test_faults_processes as faults  # noqa: E402
 
@@ -208,13 +209,13 @@ class ConductorDownAtStartTest(ConvergeTestBase):
 class RabbitDownAtStartTest(ConvergeTestBase):
 
     def setUp(self):
-        self.rabbit = self.useFixture(faults.PrivateBroker())
+        self.rabbit = self.useFixture(broker.PrivateBroker())
         super().setUp()
         self.assertEqual(self.rabbit.port, self.broker.port)
 
     def test_rabbitmq_not_up_at_start(self):
         self.start_accel_compute('compute1', num_vfs=NUM_VFS, sidecar=False)
-        self.rabbit._tool('stop')
+        self.rabbit.stop()
         host = self.hosts['compute1']
         conn = self.computes['compute1'].driver._host.get_connection()
         fixture = sidecar_fixture.SidecarFixture(
@@ -231,9 +232,8 @@ class RabbitDownAtStartTest(ConvergeTestBase):
         thread = threading.Thread(target=start, daemon=True)
         thread.start()
         self.addCleanup(fixture.cleanUp)
-        self.rabbit._tool('start')
-        # A real broker keeps its vhosts across a restart.
-        self.broker._create_vhost()
+        # Back with the vhost it had, as a real broker keeps it.
+        self.rabbit.start(vhosts=[self.broker])
         thread.join(180)
         self.assertFalse(thread.is_alive(), 'the sidecar never started')
         self.assertEqual([], errors)
