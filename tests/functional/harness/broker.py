@@ -16,7 +16,9 @@ A test that stops or restarts the broker runs one of its own:
 :class:`PrivateBroker`.
 """
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -237,11 +239,17 @@ class PrivateBroker(fixtures.Fixture):
     it: set up before the test's services.
 
     :meth:`restart` stops and starts the node. ``tools/rabbitmq start``
-    starts from an empty node, so the vhosts are created again after it
-    (a real broker keeps its definitions across a restart).
+    starts from an empty node; a real broker keeps its definitions across
+    a restart, so the node loads the vhosts it had (with the guest user
+    and its permissions) at boot, before it accepts connections: clients
+    that reconnect never meet a node without their vhost, which refuses
+    them (``NOT_ALLOWED``) and made oslo.messaging drop a reply instead of
+    retrying it. Queues are not kept: oslo.messaging's are not durable.
     """
 
     TIMEOUT = 300
+    USER = BrokerFixture.USER
+    PASSWORD = BrokerFixture.PASSWORD
 
     def _setUp(self):
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -277,11 +285,33 @@ class PrivateBroker(fixtures.Fixture):
 
     def start(self, vhosts=()):
         """Start the node again (it accepts AMQP connections when this
-        returns) and create ``vhosts`` (the BrokerFixtures whose vhost the
-        node had) again."""
+        returns) with ``vhosts`` (the BrokerFixtures whose vhost the node
+        had) there from the start."""
+        self.write_definitions([fixture.vhost for fixture in vhosts])
         self._tool('start')
-        for fixture in vhosts:
-            fixture._create_vhost()
+
+    def write_definitions(self, vhosts):
+        """Have the node's next boot load the guest user, the vhosts ``/``
+        and ``vhosts``, and the guest's permissions on them (RabbitMQ's
+        ``load_definitions``; ``tools/rabbitmq`` leaves advanced.config
+        alone)."""
+        salt = os.urandom(4)
+        password_hash = base64.b64encode(salt + hashlib.sha256(
+            salt + self.PASSWORD.encode()).digest()).decode()
+        names = ['/'] + [v for v in vhosts if v != '/']
+        definitions = {
+            'users': [{'name': self.USER, 'password_hash': password_hash,
+                       'hashing_algorithm': 'rabbit_password_hashing_sha256',
+                       'tags': ['administrator'], 'limits': {}}],
+            'vhosts': [{'name': name} for name in names],
+            'permissions': [{'user': self.USER, 'vhost': name,
+                             'configure': '.*', 'write': '.*', 'read': '.*'}
+                            for name in names]}
+        path = os.path.join(self.dir, 'definitions.json')
+        with open(path, 'w') as f:
+            json.dump(definitions, f)
+        with open(os.path.join(self.dir, 'advanced.config'), 'w') as f:
+            f.write('[{rabbit, [{load_definitions, "%s"}]}].\n' % path)
 
     def restart(self, vhosts=()):
         """:meth:`stop`, then :meth:`start`."""

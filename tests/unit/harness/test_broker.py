@@ -109,3 +109,35 @@ class ReservePortTest(testtools.TestCase):
         self.assertEqual(os.path.join(tempfile.gettempdir(),
                                       'nova-cyborg-ports'),
                          broker.PORT_LOCK_DIR)
+
+
+class DefinitionsTest(testtools.TestCase):
+
+    def test_definitions_loaded_at_boot(self):
+        import base64
+        import hashlib
+        import json
+
+        rabbit = broker.PrivateBroker()
+        rabbit.dir = self.useFixture(fixtures.TempDir()).path
+        rabbit.write_definitions(['nova-cyborg-1-abc', '/'])
+        with open(os.path.join(rabbit.dir, 'definitions.json')) as f:
+            definitions = json.load(f)
+        self.assertEqual([{'name': '/'}, {'name': 'nova-cyborg-1-abc'}],
+                         definitions['vhosts'])
+        self.assertEqual(
+            [('guest', '/', '.*', '.*', '.*'),
+             ('guest', 'nova-cyborg-1-abc', '.*', '.*', '.*')],
+            [(p['user'], p['vhost'], p['configure'], p['write'], p['read'])
+             for p in definitions['permissions']])
+        (user,) = definitions['users']
+        self.assertEqual(('guest', 'rabbit_password_hashing_sha256'),
+                         (user['name'], user['hashing_algorithm']))
+        # RabbitMQ's hash: base64(salt + sha256(salt + password)).
+        raw = base64.b64decode(user['password_hash'])
+        salt, digest = raw[:4], raw[4:]
+        self.assertEqual(hashlib.sha256(salt + b'guest').digest(), digest)
+        with open(os.path.join(rabbit.dir, 'advanced.config')) as f:
+            self.assertEqual(
+                '[{rabbit, [{load_definitions, "%s"}]}].\n'
+                % os.path.join(rabbit.dir, 'definitions.json'), f.read())
