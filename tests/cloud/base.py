@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid as uuidlib
 from xml.etree import ElementTree
 
@@ -22,6 +21,7 @@ import testtools
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
+from tests import waiting
 
 #: Seconds a wait for a state lasts at most.
 DEADLINE = 300
@@ -40,14 +40,7 @@ def wait_until(predicate, what, timeout=DEADLINE, poll=POLL):
 
     :raises: AssertionError naming ``what`` after ``timeout`` seconds.
     """
-    end = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= end:
-            raise AssertionError('%s: not so after %d s' % (what, timeout))
-        time.sleep(poll)
+    return waiting.wait_until(predicate, what, timeout, poll)
 
 
 def _name(kind):

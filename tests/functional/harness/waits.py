@@ -18,6 +18,8 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
+from tests import waiting
+
 #: How long a wait for a state lasts at most, in seconds.
 DEADLINE = 180
 #: Seconds between two looks.
@@ -31,18 +33,11 @@ def deadline(max_retries=0, poll=POLL):
 
 
 def wait_until(predicate, what, timeout=DEADLINE, poll=POLL):
-    """Poll ``predicate`` until it returns something true, and return it.
+    """Poll ``predicate`` until it returns something true; return that.
 
     :raises: AssertionError naming ``what`` after ``timeout`` seconds.
     """
-    end = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= end:
-            raise AssertionError('%s did not happen in %d s' % (what, timeout))
-        time.sleep(poll)
+    return waiting.wait_until(predicate, what, timeout, poll)
 
 
 class DeadlineWaits(object):
