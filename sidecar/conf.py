@@ -146,6 +146,9 @@ GROUPS = {
     'fpga': FPGA_OPTS,
 }
 
+#: Default ``[placement] timeout`` (seconds) of the sidecar's requests.
+PLACEMENT_TIMEOUT = 30
+
 KSA_GROUPS = {
     'glance': 'image',
     'placement': 'placement',
@@ -182,6 +185,10 @@ def register_opts(conf):
         conf.set_default('service_type', service_type, group=group)
         conf.set_default('valid_interfaces', ['internal', 'public'],
                          group=group)
+    # A Placement request that never answers must not hold the discovery
+    # cycle (or an fpga_program call) for good: it fails, and the next
+    # cycle tries again.
+    conf.set_default('timeout', PLACEMENT_TIMEOUT, group='placement')
 
 
 def _ksa_opts(group):

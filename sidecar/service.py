@@ -96,7 +96,7 @@ class Sidecar:
         self.converged = False
         self._server = rpc.get_agent_server(
             transport, conf.host,
-            AgentEndpoint(programs, mdevs, self.run_cycle))
+            AgentEndpoint(programs, mdevs, self.report_now))
 
     @property
     def rp_name(self):
@@ -181,6 +181,21 @@ class Sidecar:
                         '%(host)s; checking again soon',
                         {'n': len(drift), 'host': self.rp_name})
         return not drift
+
+    def report_now(self):
+        """Send the devices if they changed (after a programming job),
+        without the Placement checks of a cycle: cyborg-conductor updates
+        the provider's function trait in its bind job right after
+        ``fpga_program`` answers, and the next cycle checks the result."""
+        with self._cycle_lock:
+            try:
+                self.reporter.report(rpc.admin_context(),
+                                     self.inventory.discover(),
+                                     prepare=self._create_traits)
+            except Exception:
+                LOG.exception('Reporting to cyborg-conductor failed; the '
+                              'full device list is sent again next cycle')
+                self.reporter.invalidate()
 
     def _create_traits(self, devices):
         """Create the custom traits of a report before sending it:

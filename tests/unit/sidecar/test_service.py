@@ -116,6 +116,21 @@ class CycleTest(testtools.TestCase):
             reason='Placement is unreachable')
         self.assertTrue(self.sidecar.run_cycle())
 
+    def test_report_now_after_programming_checks_nothing(self):
+        self.sidecar.report_now()
+        self.reporter.report.assert_called_once_with(
+            mock.ANY, self.devices, prepare=mock.ANY)
+        self.reconciler.converge.assert_not_called()
+        self.placement.find_provider.assert_not_called()
+
+    def test_report_now_failure_sends_again(self):
+        self.reporter.report.side_effect = RuntimeError('conductor gone')
+        self.sidecar.report_now()
+        self.reporter.invalidate.assert_called_once_with()
+
+    def test_placement_requests_time_out(self):
+        self.assertEqual(30, utils.make_conf().placement.timeout)
+
     def test_resync(self):
         self.sidecar.resync()
         self.reporter.invalidate.assert_called_once_with()
