@@ -47,6 +47,7 @@ from tests.functional.harness import glance_fixture
 from tests.functional.harness import identity
 from tests.functional.harness import loopback
 from tests.functional.harness import sidecar_fixture
+from tests.functional.harness import waits
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 
@@ -76,8 +77,13 @@ def cpid(bdf):
     return {'domain': dom, 'bus': bus, 'device': slot, 'function': fn}
 
 
-class AcceleratorTestBase(libvirt_base.ServersTestBase):
-    """Base for functional tests against real Nova, Placement and Cyborg."""
+class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
+    """Base for functional tests against real Nova, Placement and Cyborg.
+
+    Nova's wait helpers get deadlines (:mod:`tests.functional.harness.waits`)
+    instead of a count of polls: a boot that programs an FPGA takes longer
+    than Nova's 5 s when both cores are busy.
+    """
 
     ADMIN_API = True
     microversion = 'latest'

@@ -342,7 +342,7 @@ class BindOrder(fixtures.Fixture):
             thread.join(waits.DEADLINE)
 
 
-class CyborgApiFaultTest(waits.DeadlineWaits, base.AcceleratorTestBase):
+class CyborgApiFaultTest(base.AcceleratorTestBase):
     """One fault at one call of a boot or delete (see the module)."""
 
     def setUp(self):

@@ -190,12 +190,10 @@ class NovaEvents(fixtures.Fixture):
                 self._cond.wait(left)
 
 
-class FailedBootChecks(waits.DeadlineWaits):
-    """What a user and an operator check after a boot that must fail.
-
-    Its waits have deadlines (waits.DeadlineWaits): put it before Nova's
-    base in a test class's bases.
-    """
+class FailedBootChecks(object):
+    """What a user and an operator check after a boot that must fail (a
+    mixin of :class:`tests.functional.base.AcceleratorTestBase`, whose
+    waits have deadlines)."""
 
     def post_server(self, flavor):
         return self.api.post_server({'server': self._build_server(

@@ -184,7 +184,7 @@ class Freeze(fixtures.Fixture):
         self._release.set()
 
 
-class ProcessFaultBase(waits.DeadlineWaits, base.AcceleratorTestBase):
+class ProcessFaultBase(base.AcceleratorTestBase):
     """What every case checks once the fault is over: nothing leaked."""
 
     #: cyborg-conductor's (and API's) RPC timeout, e.g. for fpga_program;

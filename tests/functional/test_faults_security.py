@@ -26,12 +26,11 @@ from nova.tests.functional.api import client  # noqa: E402
 
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import identity  # noqa: E402
-from tests.functional.harness import waits  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
 
-class SecurityTest(waits.DeadlineWaits, base.AcceleratorTestBase):
+class SecurityTest(base.AcceleratorTestBase):
 
     def setUp(self):
         super().setUp()

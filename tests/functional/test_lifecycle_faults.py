@@ -70,7 +70,6 @@ from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
-from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
 
@@ -157,8 +156,7 @@ class LateBinds(fixtures.Fixture):
                 pass    # the ARQs were deleted meanwhile
 
 
-class LifecycleFaultTest(waits.DeadlineWaits,
-                         test_lifecycle.ServerWithAcceleratorBase):
+class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
 
     # Helpers
 
