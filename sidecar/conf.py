@@ -5,6 +5,7 @@ implicitly on the global ``cfg.CONF``: the daemon's ``main`` passes
 ``cfg.CONF``; tests build one ``ConfigOpts`` per simulated host.
 """
 
+import copy
 import importlib
 import socket
 
@@ -192,7 +193,14 @@ def register_opts(conf):
 
 
 def _ksa_opts(group):
-    opts = (ks_loading.get_session_conf_options() +
+    session = ks_loading.get_session_conf_options()
+    if group == 'placement':
+        # The sample shows the default register_opts sets.
+        session = [copy.copy(opt) for opt in session]
+        for opt in session:
+            if opt.dest == 'timeout':
+                opt.default = PLACEMENT_TIMEOUT
+    opts = (session +
             ks_loading.get_auth_common_conf_options() +
             ks_loading.get_adapter_conf_options(include_deprecated=False))
     return ks_loading.get_auth_plugin_conf_options('password') + opts

@@ -38,6 +38,13 @@ class KeystoneauthOptionsTest(testtools.TestCase):
         self.assertEqual(['internal', 'public'],
                          glance.ImageClient(conf).adapter.interface)
 
+    def test_sample_shows_the_placement_timeout(self):
+        groups = dict(sidecar_conf.list_opts())
+        (timeout,) = [o for o in groups['placement'] if o.dest == 'timeout']
+        self.assertEqual(30, timeout.default)
+        (glance,) = [o for o in groups['glance'] if o.dest == 'timeout']
+        self.assertIsNone(glance.default)
+
     def test_sample_lists_privsep_options(self):
         groups = dict(sidecar_conf.list_opts())
         self.assertIn('helper_command',
