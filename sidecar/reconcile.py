@@ -170,7 +170,6 @@ class Reconciler:
 
     def _repair_one(self, root_uuid, want):
         placement = self._placement
-        placement.ensure_traits(want.traits)
         provider = placement.get_provider(want.uuid)
         if provider is None:
             placement.create_provider(want.uuid, want.name, root_uuid)

@@ -148,25 +148,14 @@ class Sidecar:
                         'nova-compute registers it', self.rp_name)
             return False
         devices = self.inventory.discover()
-        if self.reconciler.report_due():
-            self.reporter.invalidate()
-
-        def report(again=False):
-            if again:
-                self.reporter.invalidate()
-            self.reporter.report(context, devices,
-                                 prepare=self._create_traits)
-
-        try:
-            report()
-        except Exception:
-            LOG.exception('Reporting to cyborg-conductor failed; the full '
-                          'device list is sent again next cycle')
-            self.reporter.invalidate()
+        if not self._send(context, devices,
+                          again=self.reconciler.report_due()):
             return False
         try:
             drift = self.reconciler.converge(
-                root, devices, report_again=lambda: report(again=True))
+                root, devices,
+                report_again=lambda: self._report(context, devices,
+                                                  again=True))
         except Exception:
             LOG.exception('Checking the providers of %s in Placement failed',
                           self.rp_name)
@@ -188,14 +177,25 @@ class Sidecar:
         the provider's function trait in its bind job right after
         ``fpga_program`` answers, and the next cycle checks the result."""
         with self._cycle_lock:
-            try:
-                self.reporter.report(rpc.admin_context(),
-                                     self.inventory.discover(),
-                                     prepare=self._create_traits)
-            except Exception:
-                LOG.exception('Reporting to cyborg-conductor failed; the '
-                              'full device list is sent again next cycle')
-                self.reporter.invalidate()
+            self._send(rpc.admin_context(), self.inventory.discover())
+
+    def _report(self, context, devices, again=False):
+        """Report ``devices`` if they changed (always if ``again``)."""
+        if again:
+            self.reporter.invalidate()
+        self.reporter.report(context, devices, prepare=self._create_traits)
+
+    def _send(self, context, devices, again=False):
+        """:meth:`_report`; False if it failed (the full list is sent next
+        time)."""
+        try:
+            self._report(context, devices, again=again)
+        except Exception:
+            LOG.exception('Reporting to cyborg-conductor failed; the full '
+                          'device list is sent again next cycle')
+            self.reporter.invalidate()
+            return False
+        return True
 
     def _create_traits(self, devices):
         """Create the custom traits of a report before sending it:

@@ -79,7 +79,8 @@ class MemoryPlacement:
             self._bump(uuid, 'inventory')
 
     def replace_traits_with_prefix(self, uuid, prefix, traits):
-        assert set(traits) <= self.traits, 'trait not created first'
+        # As the client: the custom traits are created first.
+        self.ensure_traits(traits)
         rp = self.providers[uuid]
         new = {t for t in rp['traits'] if not t.startswith(prefix)}
         new |= set(traits)
