@@ -92,6 +92,34 @@ NoValidHost (upstream bug 1874664). nova-cyborg tries the host's next
 candidates, up to this many, before moving to the next host. 1 keeps
 upstream's behaviour.
 """),
+    cfg.FloatOpt(
+        'function_affinity_weight_multiplier',
+        default=10.0,
+        help="""
+Multiplier of the FPGA function affinity weigher.
+
+``nova_cyborg.weigher.FunctionAffinityWeigher`` (enabled by adding it to
+``[filter_scheduler] weight_classes``) ranks the hosts of a server whose
+device profile asks for an FPGA function (``accel:function_id``, or
+``accel:bitstream_id`` whose Glance image names it): a host whose card
+already holds that function first, then a host whose card is idle (no
+allocation; blank or holding another function), then one whose blank card
+is already allocated (a function is about to be loaded on it), and a host
+whose card holds another function in use last. So boots of two functions
+land on two cards instead of racing for one and being rescheduled. A host
+weighs 1 (holds the function), 0.5 (idle), 0.25 (blank, allocated) or 0
+(another function in use), times this multiplier. The default, 10, outweighs
+Nova's resource weighers (RAM, CPU, disk, ...: each adds at most its own
+multiplier, 1.0 by default) so that a host's free RAM never sends a server
+to a card that has to be reprogrammed; the build failure weigher still
+outweighs it. 0 disables the weigher; a negative value inverts it. An
+aggregate's ``function_affinity_weight_multiplier`` metadata overrides it
+for its hosts.
+
+Related options:
+
+* ``[filter_scheduler] weight_classes``
+"""),
     cfg.IntOpt(
         'unbound_arq_max_age',
         default=3600,
