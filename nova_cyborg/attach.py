@@ -2,7 +2,10 @@
 
 Runs in nova-compute for the ``addAccelerator`` and ``removeAccelerator``
 server actions (see :mod:`nova_cyborg.attach_api`), under the instance's
-lock.
+lock. nova-api set the server's task state (:mod:`nova_cyborg.rpc`), so
+nothing else acts on it meanwhile; the work starts from the instance as it
+is in the database now (not the copy the API cast), and the task state is
+cleared at the end, whatever the outcome.
 
 Attach: the device profile's groups are allocated in Placement inside the
 compute node's tree and added to the server's allocation; the ARQs are
@@ -25,7 +28,10 @@ added (``nova_cyborg_attached_alloc_<n>`` = "<profile> <rp> <rc> <n>"), so
 that detach removes exactly that.
 """
 
+import contextlib
+
 from nova.compute import vm_states
+from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
 
@@ -36,12 +42,39 @@ from nova_cyborg.i18n import _
 from nova_cyborg import move
 from nova_cyborg.objects import accelerator_request as arq_obj
 from nova_cyborg import request_groups
+from nova_cyborg import rpc
 from nova_cyborg.virt import libvirt as nc_libvirt
 
 LOG = logging.getLogger(__name__)
 
 ATTACHED_PREFIX = move.ATTACHED_PREFIX
-ALLOC_PREFIX = 'nova_cyborg_attached_alloc_'
+ALLOC_PREFIX = rpc.ALLOC_PREFIX
+
+
+@contextlib.contextmanager
+def _task(instance, task_state):
+    """Work on the instance as it is now; clear its task state at the end.
+
+    :raises: AcceleratorAttachFailed if the server is not in
+        ``task_state`` (a request that did not come through the API's
+        checks), without touching it.
+    """
+    instance.refresh()
+    if instance.task_state != task_state:
+        raise exception.AcceleratorAttachFailed(reason=_(
+            'the server is in task state %(now)s, not %(want)s') %
+            {'now': instance.task_state, 'want': task_state})
+    try:
+        yield
+    finally:
+        instance.task_state = None
+        try:
+            instance.save(expected_task_state=[task_state])
+        except (nova_exception.UnexpectedTaskStateError,
+                nova_exception.InstanceNotFound) as e:
+            # Deleted meanwhile (a delete is allowed in any task state).
+            LOG.info('Not clearing task state %(state)s: %(err)s',
+                     {'state': task_state, 'err': e}, instance=instance)
 
 
 def attached(instance):
@@ -123,6 +156,11 @@ def add(manager, context, instance, dp_name):
     :param manager: the ComputeManager (its virtapi, driver, reportclient).
     :raises: AcceleratorAttachFailed once everything is put back.
     """
+    with _task(instance, rpc.ADDING):
+        _add(manager, context, instance, dp_name)
+
+
+def _add(manager, context, instance, dp_name):
     if dp_name in move.attached_profiles(instance):
         raise exception.AcceleratorAttachFailed(reason=_(
             'the accelerators of device profile %s are attached already')
@@ -164,9 +202,15 @@ def add(manager, context, instance, dp_name):
 def remove(manager, context, instance, dp_name):
     """Detach the accelerators attached for device profile ``dp_name``.
 
-    :raises: AcceleratorAttachFailed if none is attached, or if the guest
-        did not let go of a device (then nothing else changed).
+    :raises: AcceleratorAttachFailed if none is attached, if a device
+        cannot be unplugged from the running guest, or if the guest did
+        not let go of a device (then nothing else changed).
     """
+    with _task(instance, rpc.REMOVING):
+        _remove(manager, context, instance, dp_name)
+
+
+def _remove(manager, context, instance, dp_name):
     mine = [arq_uuid for arq_uuid, profile in attached(instance)
             if profile == dp_name]
     if not mine:
@@ -176,6 +220,11 @@ def remove(manager, context, instance, dp_name):
     arqs = [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
             if arq.get('uuid') in mine]
     if instance.vm_state == vm_states.ACTIVE and arqs:
+        try:
+            rpc.refuse_unpluggable(arqs)
+        except exception.OperationRefused as e:
+            raise exception.AcceleratorAttachFailed(
+                reason=e.format_message())
         nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs)
     added = _added_allocations(instance, dp_name)
     _forget(instance, dp_name)

@@ -11,13 +11,23 @@ work happens in nova-compute and is recorded as the instance action
 (``compute_add_accelerator``, ``compute_remove_accelerator``) ends in
 ``Success`` or ``Error`` with the reason. Errors answered at once:
 
-* 400: malformed body; unknown or malformed device profile.
+* 400: malformed body; unknown or malformed device profile; a profile
+  that would take the server over ``[nova_cyborg]
+  max_accelerators_per_instance`` (its flavor's and attached accelerators
+  count); a profile name too long to be recorded (see
+  :func:`check_recordable`).
 * 403: policy (``os_compute_api:servers:accelerators:add`` and
   ``:remove``, project member or admin by default).
 * 404: no such server.
-* 409: server locked, not ACTIVE or SHUTOFF, or busy with another task; a
-  running server that already has accelerators (stop it first); a profile
-  attached already (add) or not attached (remove).
+* 409: server locked, not ACTIVE or SHUTOFF, or busy with another task
+  (an attach or detach under way included); a running server that already
+  has accelerators (stop it first); a profile attached already (add) or
+  not attached (remove); removing a mediated device from a running server
+  (stop it first).
+
+An accepted action sets the server's task state (``adding_accelerator``,
+``removing_accelerator``, see :mod:`nova_cyborg.rpc`) until nova-compute
+is done, so no other action can overtake it.
 
 The actions exist only in a Nova patched by nova-cyborg and stand outside
 Nova's microversions (the patch adds none, so nothing changes for clients
@@ -30,7 +40,6 @@ from nova.api.openstack import common
 from nova.api.openstack import wsgi
 from nova.api import validation
 from nova.compute import api as compute
-from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import vm_states
 from nova import exception as nova_exception
 from nova import objects
@@ -42,12 +51,16 @@ from nova_cyborg.i18n import _
 from nova_cyborg import move
 from nova_cyborg import policies
 from nova_cyborg import request_groups
+from nova_cyborg import rpc
 
 ADD = 'addAccelerator'
 REMOVE = 'removeAccelerator'
-#: The compute manager methods, routed to nova_cyborg.attach.
-ADD_METHOD = 'add_accelerator'
-REMOVE_METHOD = 'remove_accelerator'
+ADD_METHOD = rpc.ADD_METHOD
+REMOVE_METHOD = rpc.REMOVE_METHOD
+#: System metadata values are String(255); what attach records must fit.
+SYSMETA_MAX = 255
+#: "<arq uuid> <profile>" and "<profile> <rp uuid> <rc> <amount>".
+_UUID_LEN = 36
 
 
 def _schema(action):
@@ -73,11 +86,47 @@ def _schema(action):
 NO_BODY = {'type': 'null'}
 
 
-def _cast(context, instance, method, dp_name):
-    rpcapi = compute_rpcapi.ComputeAPI()
-    cctxt = rpcapi.router.client(context).prepare(
-        server=instance.host, version='6.0')
-    cctxt.cast(context, method, instance=instance, device_profile=dp_name)
+def check_recordable(dp_name, groups):
+    """Refuse a profile whose bookkeeping would not fit system metadata.
+
+    nova-compute records each attached ARQ as "<uuid> <profile>" and each
+    allocation added as "<profile> <rp uuid> <resource class> <amount>",
+    in values of at most 255 characters.
+
+    :raises: DeviceProfileError (HTTP 400) naming the limit.
+    """
+    longest = _UUID_LEN + 1 + len(dp_name)
+    for rg in groups:
+        for rc, amount in rg.resources.items():
+            longest = max(longest, len(dp_name) + 1 + _UUID_LEN + 1 +
+                          len(rc) + 1 + len(str(amount)))
+    if longest > SYSMETA_MAX:
+        raise exception.DeviceProfileError(name=dp_name, msg=_(
+            'the server cannot record this profile: its name and resource '
+            'classes need %(need)d characters, at most %(max)d fit; use a '
+            'shorter profile name') % {'need': longest, 'max': SYSMETA_MAX})
+
+
+def _server_count(context, instance):
+    """Accelerators the server has: its flavor's profile and attached."""
+    total = 0
+    dp_name = instance.flavor.extra_specs.get(move.DP_EXTRA_SPEC)
+    if dp_name:
+        total += request_groups.count(
+            request_groups.get_device_profile_request_groups(context,
+                                                             dp_name))
+    for entry in move.entries(instance, rpc.ALLOC_PREFIX):
+        total += int(entry.rsplit(' ', 1)[1])
+    return total
+
+
+def _start(context, instance, method, action, dp_name):
+    """Set the task state, record the action, hand over to the compute."""
+    instance.task_state = rpc.TASK_STATES[method]
+    instance.save(expected_task_state=[None])
+    objects.InstanceAction.action_start(context, instance.uuid, action,
+                                        want_result=False)
+    rpc.cast(context, instance, method, dp_name)
 
 
 class AcceleratorAPI(object):
@@ -92,16 +141,18 @@ class AcceleratorAPI(object):
                 'The accelerators of device profile %s are attached '
                 'already.') % dp_name)
         # Raises DeviceProfileError for an unknown or malformed profile.
-        request_groups.get_device_profile_request_groups(context, dp_name)
+        groups = request_groups.get_device_profile_request_groups(
+            context, dp_name)
+        check_recordable(dp_name, groups)
+        request_groups.check_limit(dp_name, request_groups.count(groups),
+                                   _server_count(context, instance))
         if instance.vm_state == vm_states.ACTIVE:
             if nc_client.get_client(context).get_arqs_for_instance(
                     instance.uuid):
                 raise exception.OperationRefused(reason=_(
                     'Cyborg binds no accelerator to a server that already '
                     'has some while it runs: stop the server first.'))
-        objects.InstanceAction.action_start(context, instance.uuid, ADD,
-                                            want_result=False)
-        _cast(context, instance, ADD_METHOD, dp_name)
+        _start(context, instance, ADD_METHOD, ADD, dp_name)
 
     @compute.check_instance_lock
     @compute.check_instance_state(vm_state=[vm_states.ACTIVE,
@@ -111,9 +162,13 @@ class AcceleratorAPI(object):
             raise exception.OperationRefused(reason=_(
                 'No accelerator of device profile %s is attached to the '
                 'server.') % dp_name)
-        objects.InstanceAction.action_start(context, instance.uuid, REMOVE,
-                                            want_result=False)
-        _cast(context, instance, REMOVE_METHOD, dp_name)
+        if instance.vm_state == vm_states.ACTIVE:
+            mine = rpc.attached_arqs(instance, dp_name)
+            arqs = [arq for arq in nc_client.get_client(
+                context).get_arqs_for_instance(instance.uuid)
+                if arq.get('uuid') in mine]
+            rpc.refuse_unpluggable(arqs)
+        _start(context, instance, REMOVE_METHOD, REMOVE, dp_name)
 
 
 @validation.validated
@@ -139,6 +194,9 @@ class AcceleratorActionsController(wsgi.Controller):
         except nova_exception.InstanceInvalidState as state_error:
             common.raise_http_conflict_for_instance_invalid_state(
                 state_error, action, server_id)
+        except nova_exception.UnexpectedTaskStateError as e:
+            # Another action started between the check and the save.
+            raise exc.HTTPConflict(explanation=e.format_message())
         except exception.OperationRefused as e:
             raise exc.HTTPConflict(explanation=e.format_message())
         except nova_exception.DeviceProfileError as e:

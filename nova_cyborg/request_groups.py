@@ -143,9 +143,33 @@ def build_request_groups(dp_groups, owner=None, dp_name=None):
             required_traits=required,
             forbidden_traits=forbidden)
         request_groups.append(rg)
-    limit = CONF.nova_cyborg.max_accelerators_per_instance
-    if total > limit:
-        raise exception.DeviceProfileError(name=dp_name, msg=_(
-            'the profile asks for %(total)d accelerators; at most %(limit)d '
-            'are allowed per instance') % {'total': total, 'limit': limit})
+    check_limit(dp_name, total)
     return request_groups
+
+
+def count(request_groups):
+    """The number of accelerators ``request_groups`` ask for."""
+    return sum(sum(rg.resources.values()) for rg in request_groups)
+
+
+def check_limit(dp_name, total, others=0):
+    """Refuse more than ``max_accelerators_per_instance`` for one server.
+
+    :param total: what device profile ``dp_name`` asks for.
+    :param others: what the server has already (its flavor's profile and
+        the profiles attached with addAccelerator).
+    :raises: DeviceProfileError naming the counts.
+    """
+    limit = CONF.nova_cyborg.max_accelerators_per_instance
+    if total + others <= limit:
+        return
+    if others:
+        msg = _('the profile asks for %(total)d accelerators and the server '
+                'has %(others)d already; at most %(limit)d are allowed per '
+                'server') % {'total': total, 'others': others,
+                             'limit': limit}
+    else:
+        msg = _('the profile asks for %(total)d accelerators; at most '
+                '%(limit)d are allowed per instance') % {
+                    'total': total, 'limit': limit}
+    raise exception.DeviceProfileError(name=dp_name, msg=msg)

@@ -13,9 +13,11 @@ from tests.functional import base  # noqa: I100
 
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
+from oslo_concurrency import lockutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
@@ -48,6 +50,23 @@ class AttachTest(base.AcceleratorTestBase):
                   'removeAccelerator': 'compute_remove_accelerator'}[action]
         return self._wait_for_instance_action_event(server, action, method,
                                                     result)
+
+    def last_event(self, server, action):
+        """The event of the newest ``action`` once it has a result."""
+        method = {'addAccelerator': 'compute_add_accelerator',
+                  'removeAccelerator': 'compute_remove_accelerator'}[action]
+
+        def done():
+            newest = [a for a in self.admin_api.get_instance_actions(
+                server['id']) if a['action'] == action][0]
+            for event in self.admin_api.get_instance_action_details(
+                    server['id'], newest['request_id'])['events']:
+                if event['event'] == method and event['result']:
+                    return event
+        return waits.wait_until(done, 'the result of the newest ' + action)
+
+    def task_state(self, server):
+        return self.api.get_server(server['id'])['OS-EXT-STS:task_state']
 
     def device_usage(self):
         return sum(self._get_provider_usages(rp).get('FPGA', 0)
@@ -92,6 +111,46 @@ class AttachTest(base.AcceleratorTestBase):
         self._stop_server(server)
         self.act(server, 'removeAccelerator', 'extra')
         self.event(server, 'removeAccelerator', 'Success')
+        self._start_server(server)
+        arqs = self.assert_accelerated(server, 1)
+        self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])
+
+    def test_an_action_under_way_holds_the_server(self):
+        """Nothing overtakes an attach; two attaches in a row keep both."""
+        server = self.boot(self.accel_flavor)
+        flavor_arq = self.assert_accelerated(server, 1)[0]
+        self._stop_server(server)
+        for name in ('extra', 'extra2'):
+            self.cyborg.create_device_profile(name, PROFILE)
+        # nova-compute takes the instance's lock first: while the test
+        # holds it, the attach stays under way.
+        with lockutils.lock(server['id']):
+            self.act(server, 'addAccelerator', 'extra')
+            self.assertEqual('adding_accelerator', self.task_state(server))
+            for action in ({'os-start': None},
+                           {'addAccelerator': {'device_profile': 'extra2'}},
+                           {'removeAccelerator': {'device_profile': 'extra'}}):
+                ex = self.assertRaises(
+                    client.OpenStackApiException,
+                    self.api.post_server_action, server['id'], action)
+                self.assertEqual(409, ex.response.status_code)
+                self.assertIn('adding_accelerator', str(ex))
+        self.assertEqual('Success',
+                         self.last_event(server, 'addAccelerator')['result'])
+        self.act(server, 'addAccelerator', 'extra2')
+        self.assertEqual('Success',
+                         self.last_event(server, 'addAccelerator')['result'])
+        self.assertIsNone(self.task_state(server))
+        self._start_server(server)
+        arqs = self.assert_accelerated(server, 3)
+        self.assertIn(flavor_arq['uuid'], [a['uuid'] for a in arqs])
+        # Both attaches are recorded: each one can be removed.
+        self._stop_server(server)
+        for name in ('extra', 'extra2'):
+            self.act(server, 'removeAccelerator', name)
+            self.assertEqual(
+                'Success', self.last_event(server,
+                                           'removeAccelerator')['result'])
         self._start_server(server)
         arqs = self.assert_accelerated(server, 1)
         self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])

@@ -79,6 +79,18 @@ class BuildRequestGroupsTest(test.NoDBTestCase):
         self.assertIn('asks for 4 accelerators; at most 3',
                       exc.format_message())
 
+    def test_limit_counts_what_the_server_has(self):
+        self.flags(max_accelerators_per_instance=3, group='nova_cyborg')
+        groups = request_groups.build_request_groups(
+            [{'resources:FPGA': '2'}])
+        self.assertEqual(2, request_groups.count(groups))
+        request_groups.check_limit('dp1', 2, others=1)
+        exc = self.assertRaises(exception.DeviceProfileError,
+                                request_groups.check_limit, 'dp1', 2,
+                                others=2)
+        self.assertIn('asks for 2 accelerators and the server has 2 '
+                      'already; at most 3', exc.format_message())
+
     def test_error_is_nova_device_profile_error(self):
         # Nova's API maps nova.exception.DeviceProfileError to HTTP 400.
         from nova import exception as nova_exception
