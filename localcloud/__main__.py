@@ -14,6 +14,14 @@
               until its service is up and its FPGAs are in Placement;
               or both. A failure shows the last lines of the host's log
               and of cyborg-conductor's.
+    stress [--rounds N]
+              Seed 004's race under load (:mod:`localcloud.stress`): two
+              servers asking for two different bitstreams booted at the
+              same moment, N rounds (default 20); per round the time,
+              where each landed, the function its FPGA holds (Placement
+              trait and the card), its reschedules; then a summary. Exit
+              status 1 if a server was ACTIVE on a wrong function or not
+              ACTIVE.
     tempest [ARGS]
               ``tempest run ARGS`` in the cloud's tempest workspace.
 
@@ -34,6 +42,7 @@ from localcloud import demo
 from localcloud import hosts
 from localcloud import layout as layout_mod
 from localcloud import procs
+from localcloud import stress
 
 
 def _out(text=''):
@@ -116,6 +125,22 @@ def cmd_host(args):
     return 0
 
 
+def cmd_stress(args):
+    layout = layout_mod.Layout.load(args.dir)
+    if layout is None or not procs.running(layout):
+        _out('No cloud runs under %s: "python -m localcloud up --keep '
+             '--no-demo" first' % args.dir)
+        return 1
+    if args.rounds < 1:
+        _out('ERROR: --rounds must be at least 1, not %d' % args.rounds)
+        return 2
+    try:
+        return 0 if stress.run(layout, args.rounds, out=_out) else 1
+    except stress.StressError as exc:
+        _out('ERROR: %s' % exc)
+        return 1
+
+
 def cmd_tempest(args):
     layout = layout_mod.Layout.load(args.dir)
     if layout is None or not procs.running(layout):
@@ -156,6 +181,12 @@ def main(argv=None):
     host.add_argument('action', choices=('stop', 'start', 'restart'))
     host.add_argument('host', help='compute1, compute2, ...')
     host.set_defaults(func=cmd_host)
+    stress_cmd = sub.add_parser(
+        'stress', help='boot two servers with different bitstreams at '
+        'once, round after round (seed 004)')
+    stress_cmd.add_argument('--rounds', type=int, default=20,
+                            help='rounds (default %(default)s)')
+    stress_cmd.set_defaults(func=cmd_stress)
     sub.add_parser('tempest', help='run tempest against it (the arguments '
                    'that follow are tempest run\'s)').set_defaults(
                        func=cmd_tempest)

@@ -93,7 +93,8 @@ def _write_configs(layout):
             'placement': configs.placement(layout),
             'glance': configs.glance(layout),
             'nova': configs.nova(layout),
-            'cyborg': configs.cyborg(layout)}
+            'cyborg': configs.cyborg(layout),
+            'clouds': configs.clouds_yaml(layout)}
 
 
 def _migrate(layout, files, progress):
@@ -132,14 +133,17 @@ def _start_api_services(layout, files, progress):
 
 
 def _start_rpc_services(layout, files):
-    for name, argv in (
+    # cyborg-conductor looks bitstreams up in Glance with openstacksdk.
+    glance_cloud = {'OS_CLIENT_CONFIG_FILE': files['clouds']}
+    for name, argv, env in (
             ('nova-conductor', [layout.bin('nova-conductor'),
-                                '--config-file', files['nova']]),
+                                '--config-file', files['nova']], None),
             ('nova-scheduler', [layout.bin('nova-scheduler'),
-                                '--config-file', files['nova']]),
+                                '--config-file', files['nova']], None),
             ('cyborg-conductor', [layout.bin('cyborg-conductor'),
-                                  '--config-file', files['cyborg']])):
-        procs.start(layout, name, argv)
+                                  '--config-file', files['cyborg']],
+             glance_cloud)):
+        procs.start(layout, name, argv, env)
 
 
 def _check_nova_patched(layout):

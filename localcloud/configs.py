@@ -195,6 +195,39 @@ connection = {db}
         + _auth(layout, 'cyborg', 'nova'))
 
 
+#: The openstacksdk cloud in which cyborg-conductor looks bitstreams up
+#: (Cyborg 17 hard-codes the name; devstack defines it).
+CYBORG_GLANCE_CLOUD = 'devstack-admin'
+
+
+def clouds_yaml(layout):
+    """An openstacksdk ``clouds.yaml`` for cyborg-conductor.
+
+    Cyborg 17's conductor reads a bitstream's metadata from Glance through
+    ``openstack.connection.Connection(cloud='devstack-admin')`` when it
+    binds an accelerator request whose device profile names a bitstream
+    (``accel:bitstream_id``) or a function (``accel:function_id``). The
+    cloud is Cyborg's own service user (roles admin and service), so it
+    sees every image; ``cyborg-conductor`` is started with
+    ``OS_CLIENT_CONFIG_FILE`` naming this file.
+    """
+    return _write(layout.path('etc', 'openstack', 'clouds.yaml'), """
+clouds:
+  {cloud}:
+    auth:
+      auth_url: {auth_url}
+      username: cyborg
+      password: {password}
+      project_name: service
+      user_domain_name: Default
+      project_domain_name: Default
+    identity_api_version: 3
+    region_name: {region}
+    interface: public
+""".format(cloud=CYBORG_GLANCE_CLOUD, auth_url=layout.auth_url,
+           password=layout_mod.PASSWORD, region=layout_mod.REGION))
+
+
 def program_command(sysfs_root):
     """The FPGA programmer: a stand-in card loading a bitstream's id."""
     return ' '.join((sys.executable, os.path.join(
@@ -219,4 +252,6 @@ program_command = {command}
            state=layout.path('hosts', host, 'sidecar'),
            command=program_command(sysfs_root))
         + _auth(layout, 'cyborg', 'placement')
-        + _auth(layout, 'cyborg', 'glance'))
+        + _auth(layout, 'cyborg', 'glance')
+        # The ARQs of a device's consumers (what function they want).
+        + _auth(layout, 'cyborg', 'cyborg'))
