@@ -177,6 +177,22 @@ class AttachTest(base.AcceleratorTestBase):
         self.assertIn('no-such-dp', msg)
         self.assert_plain(server)
 
+    def test_limits_count_the_whole_server_and_the_records(self):
+        self.flags(max_accelerators_per_instance=2, group='nova_cyborg')
+        server = self.boot(self.accel_flavor)
+        self.cyborg.create_device_profile('two', [dict(PROFILE[0], **{
+            'resources:FPGA': '2'})])
+        msg = self.refused(server, 'addAccelerator', 'two', 400)
+        self.assertIn('asks for 2 accelerators and the server has 1 '
+                      'already; at most 2', msg)
+        # "<profile> <rp uuid> FPGA 1" would not fit 255 characters.
+        long_name = 'p' * 212
+        self.cyborg.create_device_profile(long_name, PROFILE)
+        msg = self.refused(server, 'addAccelerator', long_name, 400)
+        self.assertIn('need 256 characters, at most 255 fit', msg)
+        self.assertIsNone(self.task_state(server))
+        self.assert_accelerated(server, 1)
+
     def test_malformed_body_is_refused(self):
         server = self.boot(self.plain)
         for body in ({'addAccelerator': {}},
@@ -251,3 +267,36 @@ class AttachTest(base.AcceleratorTestBase):
         self._start_server(server)
         arqs = self.assert_accelerated(server, 1)
         self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])
+
+
+class MdevAttachTest(base.AcceleratorTestBase):
+    """A mediated device goes in and out of a stopped guest only."""
+
+    def test_mdev_is_not_removed_from_a_running_guest(self):
+        self.start_accel_compute('compute1', num_mdevcap=1,
+                                 drivers=('gpu',), mdev_types=('nvidia-11',))
+        self.cyborg.create_device_profile('vgpu', [{'resources:VGPU': '1'}])
+        server = self.boot(self._create_flavor(name='plain'))
+        self._stop_server(server)
+        body = {'device_profile': 'vgpu'}
+        self.api.post_server_action(server['id'], {'addAccelerator': body})
+        self._wait_for_instance_action_event(
+            server, 'addAccelerator', 'compute_add_accelerator', 'Success')
+        self._start_server(server)
+        (arq,) = self.cyborg.list_arqs(server['id'])
+        self.assertEqual(('Bound', 'MDEV'),
+                         (arq['state'], arq['attach_handle_type']))
+        ex = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            server['id'], {'removeAccelerator': body})
+        self.assertEqual(409, ex.response.status_code)
+        self.assertIn('A MDEV accelerator cannot be removed from a running '
+                      'server: stop the server first.', str(ex))
+        self.assertEqual([arq], self.cyborg.list_arqs(server['id']))
+        # Stopped, it goes.
+        self._stop_server(server)
+        self.api.post_server_action(server['id'], {'removeAccelerator': body})
+        self._wait_for_instance_action_event(
+            server, 'removeAccelerator', 'compute_remove_accelerator',
+            'Success')
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
