@@ -34,11 +34,13 @@ silently ignored.
         default=16,
         min=1,
         help="""
-Upper bound on the number of accelerators one instance may request.
+Upper bound on the number of accelerators one instance may have.
 
 The sum of all ``resources:*`` amounts over the groups of a device profile
 must not exceed this value; a larger profile is refused at the API with
-HTTP 400, before anything is scheduled or created in Cyborg.
+HTTP 400, before anything is scheduled or created in Cyborg. For the
+addAccelerator server action, the accelerators of the server's flavor and
+those attached already count too.
 """),
     cfg.BoolOpt(
         'require_service_token',
