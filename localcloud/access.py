@@ -108,6 +108,7 @@ nova_cyborg = true
 
 [nova_cyborg]
 domain_xml_dir = {domain_xml_dir}
+fpga_sysfs_dir = {hosts_dir}
 
 [accelerator]
 region = {region}
@@ -153,7 +154,8 @@ def write_tempest(layout, image, flavor):
                       root=layout.root, auth_url=layout.auth_url,
                       password=layout_mod.PASSWORD, region=layout_mod.REGION,
                       image=image, flavor=flavor, computes=layout.computes,
-                      domain_xml_dir=layout.domain_xml_dir))
+                      domain_xml_dir=layout.domain_xml_dir,
+                      hosts_dir=layout.path('hosts')))
 
 
 def _tempest_test_path():

@@ -59,6 +59,18 @@ NovaCyborgGroup = [
                     'accelerator requests; when unset these checks are '
                     'skipped (and the test that only checks the domain '
                     'is skipped with a message saying so).'),
+    cfg.StrOpt('fpga_sysfs_dir', default=None,
+               help='A directory, readable by tempest, where a cloud of '
+                    'simulated hosts keeps the sysfs tree of each host as '
+                    '<fpga_sysfs_dir>/<host>/sys, and whose FPGAs load '
+                    'test bitstreams: an image whose data is the '
+                    'accel:function_id it declares, as text (the local '
+                    'cloud\'s stand-in card). When set, the tests that '
+                    'program FPGAs run: they upload such bitstreams and '
+                    'check the function each FPGA region reports '
+                    '(afu_id) as well as its trait in Placement. Unset on '
+                    'a cloud of real FPGAs, whose bitstreams tempest '
+                    'cannot make: those tests are skipped.'),
     cfg.StrOpt('catalog_type', default='accelerator',
                help='Catalog type of the Cyborg (accelerator) service.'),
     cfg.StrOpt('endpoint_type', default='publicURL',
