@@ -201,10 +201,12 @@ function configure_nova_cyborg_sidecar {
     fi
 
     # The sidecar updates its providers' inventories and traits in
-    # Placement and downloads bitstreams from Glance as Cyborg's service
+    # Placement, downloads bitstreams from Glance and reads the ARQs of a
+    # card's servers from Cyborg before programming it, as Cyborg's service
     # user, which the cyborg plugin creates.
     _nova_cyborg_sidecar_auth placement
     _nova_cyborg_sidecar_auth glance
+    _nova_cyborg_sidecar_auth cyborg
 
     # Privileged work (sysfs writes for mdevs and FPGA programming) runs in
     # an oslo.privsep daemon started through sudo; the stack user may sudo.

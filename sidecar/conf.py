@@ -74,12 +74,14 @@ SIDECAR_OPTS = [
                     'must survive restarts of the daemon.'),
     cfg.IntOpt('program_lease',
                default=600, min=0,
-               help='Seconds a freshly programmed device stays promised to '
-                    'the function it was programmed with. Within that time, '
-                    'and for as long as a domain on this host uses one of its '
-                    'attach handles, a request for another function is '
-                    'refused. Set it above Nova\'s '
-                    '``[DEFAULT] arq_binding_timeout``.'),
+               deprecated_for_removal=True,
+               deprecated_reason='A device is no longer promised for a '
+                                 'fixed time: it is promised to the '
+                                 'function of every server holding a '
+                                 'Placement allocation on it, read from '
+                                 'Placement and Cyborg (``[cyborg]``) '
+                                 'before each programming.',
+               help='Ignored.'),
     cfg.IntOpt('program_timeout',
                default=900, min=1,
                help='Seconds one programming job may take before it is '
@@ -151,9 +153,14 @@ GROUPS = {
 PLACEMENT_TIMEOUT = 30
 
 KSA_GROUPS = {
+    'cyborg': 'accelerator',
     'glance': 'image',
     'placement': 'placement',
 }
+
+#: Groups whose requests time out after PLACEMENT_TIMEOUT by default: an
+#: ``fpga_program`` call reads them while holding the device.
+TIMED_GROUPS = ('cyborg', 'placement')
 
 
 def _register_messaging_globals(conf):
@@ -186,15 +193,16 @@ def register_opts(conf):
         conf.set_default('service_type', service_type, group=group)
         conf.set_default('valid_interfaces', ['internal', 'public'],
                          group=group)
-    # A Placement request that never answers must not hold the discovery
-    # cycle (or an fpga_program call) for good: it fails, and the next
-    # cycle tries again.
-    conf.set_default('timeout', PLACEMENT_TIMEOUT, group='placement')
+    # A Placement or Cyborg request that never answers must not hold the
+    # discovery cycle (or an fpga_program call) for good: it fails, and the
+    # next cycle (or the next call) tries again.
+    for group in TIMED_GROUPS:
+        conf.set_default('timeout', PLACEMENT_TIMEOUT, group=group)
 
 
 def _ksa_opts(group):
     session = ks_loading.get_session_conf_options()
-    if group == 'placement':
+    if group in TIMED_GROUPS:
         # The sample shows the default register_opts sets.
         session = [copy.copy(opt) for opt in session]
         for opt in session:

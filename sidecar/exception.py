@@ -41,3 +41,7 @@ class MdevError(SidecarError):
 
 class PlacementError(SidecarError):
     msg_fmt = 'Placement: %(reason)s'
+
+
+class CyborgError(SidecarError):
+    msg_fmt = 'Cyborg: %(reason)s'

@@ -6,6 +6,7 @@ sidecar per simulated host beside a Nova whose hosts are Nova's
 fakelibvirt.
 """
 
+from sidecar import cyborg
 from sidecar import domains as domains_mod
 from sidecar import glance
 from sidecar import inventory as inventory_mod
@@ -54,7 +55,7 @@ def build(conf, transport=None, connect=None):
         conf.host, inventory, programmers.load(conf),
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
-        conf.sidecar.program_lease)
+        cyborg.AcceleratorClient(conf))
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
     reconciler = reconcile.Reconciler(conf.host, placement,
                                       idle=programs.idle)

@@ -1,9 +1,10 @@
 """Small crash-safe JSON state kept under ``[sidecar] state_path``.
 
-Two files: ``programming.json`` (jobs started and not finished: what a
-sidecar killed mid-programming must undo when it comes back) and
-``leases.json`` (which function each freshly programmed device is promised
-to). Writes are atomic: a temporary file, fsync, then rename.
+``programming.json`` holds the jobs started and not finished: what a
+sidecar killed mid-programming must undo when it comes back. Writes are
+atomic: a temporary file, fsync, then rename. (The ``leases.json`` of
+earlier releases, timed promises, is removed at start: a device is now
+promised by its Placement allocations, see :mod:`sidecar.promises`.)
 """
 
 import json
@@ -69,9 +70,20 @@ class JsonStore:
             return value
 
 
+#: Timed promises of earlier releases; ignored and removed.
+OLD_LEASES = 'leases.json'
+
+
 class Journal:
     def __init__(self, state_path):
         os.makedirs(state_path, mode=0o700, exist_ok=True)
         self.jobs = JsonStore(os.path.join(state_path, 'programming.json'))
-        self.leases = JsonStore(os.path.join(state_path, 'leases.json'))
         self.path = state_path
+        old = os.path.join(state_path, OLD_LEASES)
+        try:
+            os.unlink(old)
+        except FileNotFoundError:
+            pass
+        else:
+            LOG.info('Removed %s: devices are promised by their Placement '
+                     'allocations, not by timed leases', old)

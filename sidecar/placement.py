@@ -134,6 +134,18 @@ class PlacementClient:
                 'traits', [])
         return inventories, set(traits)
 
+    def allocations(self, rp_uuid):
+        """``{consumer uuid: {resource class: amount}}`` of what is
+        allocated on ``rp_uuid``."""
+        body = self._call(
+            'GET', '/resource_providers/%s/allocations' % rp_uuid).json()
+        allocations = body.get('allocations')
+        if not isinstance(allocations, dict):
+            raise exception.PlacementError(
+                reason='the allocations of %s are not an object' % rp_uuid)
+        return {consumer: dict((alloc or {}).get('resources') or {})
+                for consumer, alloc in allocations.items()}
+
     # Inventories -----------------------------------------------------------
 
     def _inventories_url(self, rp_uuid):

@@ -2,11 +2,11 @@
 
 For one device, programming requests are serialized. A device is never
 reprogrammed while a domain on this host uses one of its attach handles
-(libvirt is asked each time), nor while it is promised to another function:
-after a device is programmed it stays promised to that function for
-``[sidecar] program_lease`` seconds, so that a server bound to it and not yet
-started is not pulled from under. The promise ends early once a domain that
-used the device is gone. While a device is programmed its resource providers
+(libvirt is asked each time), nor while a consumer holding a Placement
+allocation on one of its providers relies on what it holds
+(:mod:`sidecar.promises`): the allocation is the promise, from scheduling
+until the server is gone, whether or not the sidecar programmed the card for
+it. While a device is programmed its resource providers
 offer nothing (``reserved = total``); afterwards the function trait names
 the loaded bitstream. A job in flight is journaled, so a sidecar killed
 mid-programming undoes the reservation and sets the trait to what the device
@@ -24,20 +24,18 @@ from oslo_log import log as logging
 from oslo_utils import uuidutils
 
 from sidecar import exception
+from sidecar import promises
 from sidecar import report
 
 LOG = logging.getLogger(__name__)
 
-FUNCTION_TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID'
-_FUNCTION_ID_RE = re.compile(r'^[A-Za-z0-9_]{1,64}$')
+FUNCTION_TRAIT_PREFIX = promises.FUNCTION_TRAIT_PREFIX
+_FUNCTION_ID_RE = promises.FUNCTION_ID_RE
 _DRIVER_NAME_RE = re.compile(r'^[A-Za-z0-9_]{1,32}$')
 _HEX_RE = re.compile(r'^(0x)?[0-9a-fA-F]{1,4}$')
 
 
-def function_trait(driver_name, function_id):
-    """The trait cyborg-conductor puts on a provider after programming."""
-    return '_'.join((FUNCTION_TRAIT_PREFIX, driver_name.upper(),
-                     function_id.upper()))
+function_trait = promises.function_trait
 
 
 def provider_uuid(name):
@@ -77,7 +75,7 @@ class ProgramManager:
     """Serve ``fpga_program`` for the FPGAs this host reported."""
 
     def __init__(self, host, inventory, programmer, images, placement,
-                 domains, journal, lease_seconds, clock=time.time):
+                 domains, journal, cyborg, clock=time.time):
         self._host = host
         self._inventory = inventory
         self._programmer = programmer
@@ -85,7 +83,7 @@ class ProgramManager:
         self._placement = placement
         self._domains = domains
         self._journal = journal
-        self._lease_seconds = lease_seconds
+        self._promises = promises.PromiseChecker(placement, cyborg, images)
         self._clock = clock
         self._locks = {}
         self._locks_guard = threading.Lock()
@@ -131,39 +129,35 @@ class ProgramManager:
         return sorted({name for dev, name in in_use.items()
                        if dev in addresses})
 
-    def _check_free(self, device, wanted):
+    def _check_free(self, device, providers, wanted):
         users = self._users(device)
         if users:
             raise exception.DeviceBusy(
                 address=device.address,
                 reason='attach handles used by domain(s) %s' %
                 ', '.join(users))
-        lease = self._journal.leases.get(device.address)
-        if (lease and lease['trait'] != wanted and
-                lease['expires'] > self._clock()):
-            raise exception.DeviceBusy(
-                address=device.address,
-                reason='promised to %s for %d more seconds' % (
-                    lease['trait'], lease['expires'] - self._clock()))
+        self._promises.check(device.address, providers, wanted,
+                             self._loaded_traits(device))
 
     # -- placement ------------------------------------------------------
 
     def _providers(self, device):
-        result = []
+        """``{provider uuid: driver name}`` of the device's deployables."""
+        result = {}
         for dep in device.deployables:
             name = report.deployable_name(self._host, dep)
-            rp = self._placement.find_provider(name)
+            try:
+                rp = self._placement.find_provider(name)
+            except exception.PlacementError as exc:
+                raise exception.DeviceBusy(
+                    address=device.address,
+                    reason='its providers cannot be read, so it is not '
+                           'programmed blind: %s' % exc)
             if rp is None:
                 raise exception.PlacementError(
                     reason='no resource provider %s yet' % name)
-            result.append(rp)
+            result[rp] = dep.driver_name
         return result
-
-    def _lease(self, device, trait, seen_in_use=False):
-        self._journal.leases.put(device.address, {
-            'trait': trait,
-            'expires': self._clock() + self._lease_seconds,
-            'seen_in_use': seen_in_use})
 
     # -- the RPC method -------------------------------------------------
 
@@ -191,15 +185,15 @@ class ProgramManager:
             if wanted in self._loaded_traits(device):
                 LOG.info('%(addr)s already holds %(trait)s; not '
                          'reprogramming', {'addr': address, 'trait': wanted})
-                self._lease(device, wanted, bool(self._users(device)))
                 return True
-            self._check_free(device, wanted)
-            self._program(device, bitstream_uuid, metadata, wanted)
+            providers = self._providers(device)
+            self._check_free(device, providers, wanted)
+            self._program(device, providers, bitstream_uuid, metadata,
+                          wanted)
         return True
 
-    def _program(self, device, image_id, metadata, wanted):
+    def _program(self, device, providers, image_id, metadata, wanted):
         address = device.address
-        providers = self._providers(device)
         job = {'image': image_id, 'trait': wanted, 'started': self._clock(),
                'reserved': {}}
         self._journal.jobs.put(address, job)
@@ -226,7 +220,6 @@ class ProgramManager:
             for rp in providers:
                 self._placement.replace_traits_with_prefix(
                     rp, FUNCTION_TRAIT_PREFIX, [wanted])
-            self._lease(device, wanted)
             LOG.info('Programmed %(addr)s: it now holds %(trait)s',
                      {'addr': address, 'trait': wanted})
         finally:
@@ -267,22 +260,3 @@ class ProgramManager:
                 self._placement.replace_traits_with_prefix(
                     rp, FUNCTION_TRAIT_PREFIX, loaded)
         self._finish(address, job)
-
-    def housekeep(self):
-        """End promises whose server came and went."""
-        leases = self._journal.leases.items()
-        if not leases:
-            return
-        in_use = set(self._domains.devices_in_use())
-        for address, lease in leases:
-            device = self._inventory.device(address)
-            used = device is not None and bool(
-                device.functions() & in_use)
-            if used and not lease.get('seen_in_use'):
-                self._journal.leases.put(address, dict(lease,
-                                                       seen_in_use=True))
-            elif ((not used and lease.get('seen_in_use')) or
-                  lease['expires'] <= self._clock()):
-                LOG.info('%s is no longer promised to %s',
-                         address, lease['trait'])
-                self._journal.leases.pop(address)

@@ -160,11 +160,6 @@ class Sidecar:
             LOG.exception('Checking the providers of %s in Placement failed',
                           self.rp_name)
             return False
-        finally:
-            try:
-                self.programs.housekeep()
-            except Exception:
-                LOG.exception('Checking programming promises failed')
         if drift:
             LOG.warning('Placement still differs for %(n)d provider(s) of '
                         '%(host)s; checking again soon',

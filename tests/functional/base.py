@@ -225,7 +225,7 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                     glance_url=self.glance and self.glance.endpoint,
                     drivers=drivers, mdev_types=mdev_types,
                     program_lease=program_lease, extra=extra_config,
-                    rpc_timeout=rpc_timeout))
+                    rpc_timeout=rpc_timeout, cyborg_url=self.cyborg.endpoint))
         return host
 
     def _simulate_mdev_kernel(self):

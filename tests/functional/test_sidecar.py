@@ -12,10 +12,15 @@ from tests.functional import base  # noqa: I100
 
 import json  # noqa: E402
 import os  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from xml.etree import ElementTree  # noqa: E402
 
+import fixtures  # noqa: E402
+from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
+
 from tests.functional.harness import cyborg_fixture  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 
 F_A = 'a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4'
 F_B = 'f0f0f0f01e1e1e1e2d2d2d2d3c3c3c3c'
@@ -250,11 +255,10 @@ class ProgramTest(SidecarTestBase):
             0, self.inventory('compute1_' + pf)['FPGA']['reserved'])
 
     def test_never_reprogrammed_under_a_running_server(self):
-        # No promise at all (program_lease = 0): only libvirt's answer
-        # protects the running server.
+        # libvirt's answer (a domain uses the card) refuses first.
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
-        self.start_accel_compute('compute1', program_lease=0)
+        self.start_accel_compute('compute1')
         (pf,) = self.pf_bdfs('compute1')
         first = self.boot(flavor_a)
         time.sleep(0.1)
@@ -298,3 +302,89 @@ class VgpuTest(SidecarTestBase):
         self._delete_server(server)
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
         self.assertEqual({}, self.allocations(server['id']))
+
+
+class SpawnGate(fixtures.Fixture):
+    """Holds nova-compute's spawn of servers named ``name``: their ARQs
+    are bound and their allocations made, and no domain exists yet, until
+    :meth:`release`."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def _setUp(self):
+        real = libvirt_driver.LibvirtDriver.spawn
+        gate = self
+
+        def spawn(driver, context, instance, *args, **kwargs):
+            if instance.display_name == gate.name:
+                gate.entered.set()
+                gate.gate.wait(waits.DEADLINE)
+            return real(driver, context, instance, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.spawn', spawn))
+        self.addCleanup(self.release)
+
+    def wait_entered(self):
+        waits.wait_until(self.entered.is_set,
+                         'the spawn of %s to be reached' % self.name)
+
+    def release(self):
+        self.gate.set()
+
+
+class PromiseTest(SidecarTestBase):
+    """Seed 004: the allocation is the promise."""
+
+    def _profile(self, function_id):
+        image = self.create_bitstream(function_id)
+        return self.create_profile_flavor(
+            [{'resources:FPGA': '1', 'accel:bitstream_id': image}])[1]
+
+    def test_bound_server_not_programmed_for_keeps_its_function(self):
+        # A server bound to a card that already holds its bitstream is
+        # not programmed for: cyborg-conductor skips the sidecar ("already
+        # has the needed bitstream"). Until it has spawned, only its
+        # Placement allocation says the card is promised to it; another
+        # server's programming must be refused meanwhile.
+        self.start_glance()
+        flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
+        self.start_accel_compute('compute1')
+        (pf,) = self.pf_bdfs('compute1')
+        sidecar = self.sidecars['compute1']
+        first = self.boot(flavor_b)
+        self.assertEqual([(pf, F_B)], self.programmed('compute1'))
+        # Cycles: before seed 004's fix they ended the timed promise of
+        # the first server's programming once its domain was gone.
+        sidecar.cycle()
+        self._delete_server(first)
+        sidecar.cycle()
+        gate = self.useFixture(SpawnGate('held'))
+        held = self.api.post_server({'server': self._build_server(
+            flavor_id=flavor_b, image_uuid=base.IMAGE, networks='none',
+            name='held')})
+        gate.wait_entered()
+        (arq,) = self.cyborg.list_arqs(held['id'])
+        self.assertEqual('Bound', arq['state'])
+        # Not programmed for: still the one programming of the first.
+        self.assertEqual([(pf, F_B)], self.programmed('compute1'))
+        self.assertEqual({'FPGA': 1}, {
+            rc: n for alloc in self.allocations(held['id']).values()
+            for rc, n in alloc['resources'].items() if rc == 'FPGA'})
+        # A server asking F_A lands on the card's other slot; its
+        # programming is refused and it has nowhere else to go.
+        other = self.boot(flavor_a, expected_state='ERROR')
+        self.assertEqual(F_B, self.loaded('compute1', pf))
+        self.assertEqual([(pf, F_B)], self.programmed('compute1'))
+        self.assertEqual([], self.cyborg.list_arqs(other['id']))
+        self.assertEqual({}, self.allocations(other['id']))
+        self.assertIn(function_trait(F_B), self.traits('compute1_' + pf))
+        gate.release()
+        held = self._wait_for_state_change(held, 'ACTIVE')
+        self.assert_accelerated(held, 1)
+        self.assertEqual(F_B, self.loaded('compute1', pf))
+        self.assertEqual(
+            0, self.inventory('compute1_' + pf)['FPGA']['reserved'])

@@ -23,6 +23,7 @@ from sidecar import conf as sidecar_conf
 from sidecar import factory
 from sidecar import privileged
 from tests.functional.harness import child
+from tests.functional.harness import identity
 
 CONFIG_TEMPLATE = """\
 [DEFAULT]
@@ -34,7 +35,6 @@ sysfs_root = {sysfs_root}
 state_path = {state_path}
 report_interval = 3600
 resync_interval = 0
-program_lease = {program_lease}
 rpc_response_timeout = {rpc_timeout}
 
 [gpu]
@@ -52,6 +52,11 @@ token = admin
 [glance]
 auth_type = none
 endpoint_override = {glance_url}
+
+[cyborg]
+auth_type = admin_token
+endpoint = {cyborg_url}
+token = {cyborg_token}
 """
 
 REPO_ROOT = child.REPO_ROOT
@@ -65,9 +70,11 @@ def write_config(path, **values):
         values['sysfs_root'], '{address}', '{bitstream}')))
     values.setdefault('drivers', 'fpga')
     values.setdefault('mdev_types', '')
-    values.setdefault('program_lease', 600)
     values.setdefault('rpc_timeout', 30)
     values.setdefault('glance_url', 'http://127.0.0.1:9')
+    # Cyborg's API, read before programming (nothing listens on port 9).
+    values.setdefault('cyborg_url', 'http://127.0.0.1:9')
+    values.setdefault('cyborg_token', identity.ADMIN_TOKEN)
     with open(path, 'w') as f:
         f.write(CONFIG_TEMPLATE.format(**values))
     return path
@@ -88,6 +95,12 @@ class SidecarFixture(fixtures.Fixture):
     :param simulated: a :class:`sidecar.simulator.SimulatedHost`; its tree
         is written under this fixture's directory.
     :param connect: returns the libvirt connection to ask about domains.
+    :param cyborg_url: Cyborg's API (``.../accelerator/v2``), which the
+        sidecar asks what the servers allocated on an FPGA want before
+        programming it; without it every programming of a card some server
+        is allocated on is refused.
+    :param program_lease: ignored (``[sidecar] program_lease`` is
+        deprecated; the allocations are the promise).
 
     After setUp: ``sidecar`` (the service), ``simulated``, ``sysfs_root``,
     ``config_path``.
@@ -95,8 +108,8 @@ class SidecarFixture(fixtures.Fixture):
 
     def __init__(self, host, simulated, transport_url, placement_url,
                  connect, glance_url=None, drivers=('fpga',),
-                 mdev_types=(), program_lease=600, extra='',
-                 rpc_timeout=30):
+                 mdev_types=(), program_lease=None, extra='',
+                 rpc_timeout=30, cyborg_url=None):
         super().__init__()
         self.host = host
         self.simulated = simulated
@@ -106,9 +119,9 @@ class SidecarFixture(fixtures.Fixture):
         self.glance_url = glance_url
         self.drivers = drivers
         self.mdev_types = mdev_types
-        self.program_lease = program_lease
         self.extra = extra
         self.rpc_timeout = rpc_timeout
+        self.cyborg_url = cyborg_url
 
     def _setUp(self):
         base = self.useFixture(fixtures.TempDir()).path
@@ -119,10 +132,10 @@ class SidecarFixture(fixtures.Fixture):
             mdev_types=','.join(self.mdev_types),
             sysfs_root=self.sysfs_root,
             state_path=os.path.join(base, 'state'),
-            program_lease=self.program_lease,
             rpc_timeout=self.rpc_timeout,
             placement_url=self.placement_url,
-            glance_url=self.glance_url or 'http://127.0.0.1:9')
+            glance_url=self.glance_url or 'http://127.0.0.1:9',
+            cyborg_url=self.cyborg_url or 'http://127.0.0.1:9')
         if self.extra:
             with open(self.config_path, 'a') as f:
                 f.write('\n' + self.extra + '\n')

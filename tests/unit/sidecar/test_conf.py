@@ -7,6 +7,7 @@ from oslo_config import cfg
 import testtools
 
 from sidecar import conf as sidecar_conf
+from sidecar import cyborg
 from sidecar import glance
 from sidecar import placement
 
@@ -44,6 +45,24 @@ class KeystoneauthOptionsTest(testtools.TestCase):
         self.assertEqual(30, timeout.default)
         (glance,) = [o for o in groups['glance'] if o.dest == 'timeout']
         self.assertIsNone(glance.default)
+        (timeout,) = [o for o in groups['cyborg'] if o.dest == 'timeout']
+        self.assertEqual(30, timeout.default)
+
+    def test_cyborg_client(self):
+        conf = self._conf(
+            '[cyborg]\nauth_type = password\nauth_url = http://ks/v3\n'
+            'username = sidecar\npassword = x\ninterface = public\n')
+        self.assertEqual(30, conf.cyborg.timeout)
+        adapter = cyborg.AcceleratorClient(conf).adapter
+        self.assertEqual('accelerator', adapter.service_type)
+        self.assertEqual(['internal', 'public'], adapter.interface)
+
+    def test_program_lease_is_deprecated(self):
+        conf = self._conf('[sidecar]\nprogram_lease = 60\n')
+        self.assertEqual(60, conf.sidecar.program_lease)
+        (opt,) = [o for o in dict(sidecar_conf.list_opts())['sidecar']
+                  if o.dest == 'program_lease']
+        self.assertTrue(opt.deprecated_for_removal)
 
     def test_sample_lists_privsep_options(self):
         groups = dict(sidecar_conf.list_opts())

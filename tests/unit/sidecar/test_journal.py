@@ -15,10 +15,8 @@ class JournalTest(testtools.TestCase):
     def test_persists(self):
         j = journal.Journal(self.path)
         j.jobs.put('a', {'x': 1})
-        j.leases.put('b', {'y': 2})
         again = journal.Journal(self.path)
         self.assertEqual({'x': 1}, again.jobs.get('a'))
-        self.assertEqual([('b', {'y': 2})], again.leases.items())
         self.assertEqual({'x': 1}, again.jobs.pop('a'))
         self.assertIsNone(journal.Journal(self.path).jobs.get('a'))
 
@@ -33,5 +31,12 @@ class JournalTest(testtools.TestCase):
         j = journal.Journal(self.path)
         for i in range(5):
             j.jobs.put(str(i), i)
-        self.assertEqual(['programming.json'], sorted(
-            f for f in os.listdir(self.path) if f != 'leases.json'))
+        self.assertEqual(['programming.json'], sorted(os.listdir(self.path)))
+
+    def test_old_leases_are_removed(self):
+        # Timed leases of earlier releases promise nothing any more.
+        with open(os.path.join(self.path, 'leases.json'), 'w') as f:
+            f.write('{"0000:81:00.0": {"trait": "X", "expires": 1e12}}')
+        j = journal.Journal(self.path)
+        self.assertFalse(hasattr(j, 'leases'))
+        self.assertEqual([], os.listdir(self.path))

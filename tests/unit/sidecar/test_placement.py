@@ -68,6 +68,23 @@ class PlacementClientTest(testtools.TestCase):
                           json={'resource_providers': []})
         self.assertIsNone(self.client.find_provider('c1'))
 
+    def test_allocations(self):
+        self.requests.get(
+            '%s/resource_providers/%s/allocations' % (ENDPOINT, RP),
+            json={'resource_provider_generation': 3, 'allocations': {
+                'server-1': {'resources': {'FPGA': 1}}}})
+        self.assertEqual({'server-1': {'FPGA': 1}},
+                         self.client.allocations(RP))
+
+    def test_allocations_unreadable(self):
+        url = '%s/resource_providers/%s/allocations' % (ENDPOINT, RP)
+        self.requests.get(url, json={'allocations': []})
+        self.assertRaises(exception.PlacementError,
+                          self.client.allocations, RP)
+        self.requests.get(url, status_code=503, text='down')
+        self.assertRaises(exception.PlacementError,
+                          self.client.allocations, RP)
+
     def test_unreachable(self):
         self.requests.get(ENDPOINT + '/resource_providers',
                           exc=requests.exceptions.ConnectionError('refused'))

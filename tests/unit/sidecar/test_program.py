@@ -72,14 +72,32 @@ class FakeImages:
             f.write(FUNCTIONS[image_id])
 
 
+RP = 'rp-compute1_' + PF
+
+
 class FakePlacement:
     def __init__(self):
         self.reserved = {}
         self.history = []
         self.traits = {}
+        self.allocated = {}
+        self.down = False
+
+    def _check_up(self):
+        if self.down:
+            raise exception.PlacementError(reason='Placement is unreachable')
 
     def find_provider(self, name):
+        self._check_up()
         return 'rp-' + name
+
+    def allocations(self, rp):
+        self._check_up()
+        return {c: {'FPGA': 1} for c in self.allocated.get(rp, ())}
+
+    def read_provider(self, rp):
+        self._check_up()
+        return {}, set(self.traits.get(rp, ()))
 
     def reserve_all(self, rp):
         self.reserved[rp] = True
@@ -94,6 +112,43 @@ class FakePlacement:
         self.traits[rp] = list(traits)
 
 
+PROFILES = {
+    'dp-a': {'name': 'dp-a', 'groups': [
+        {'resources:FPGA': '1', 'accel:bitstream_id': IMAGE_A}]},
+    'dp-b': {'name': 'dp-b', 'groups': [
+        {'resources:FPGA': '1', 'accel:bitstream_id': IMAGE_B}]},
+    'dp-fn-b': {'name': 'dp-fn-b', 'groups': [
+        {'resources:FPGA': '1', 'accel:function_id': 'bbbb2222'}]},
+    'dp-trait-b': {'name': 'dp-trait-b', 'groups': [
+        {'resources:FPGA': '1', 'trait:' + TRAIT_B: 'required'}]},
+    'dp-any': {'name': 'dp-any', 'groups': [{'resources:FPGA': '1'}]},
+}
+
+
+class FakeCyborg:
+    """Cyborg's ARQs and device profiles as the API shows them."""
+
+    def __init__(self):
+        self.arqs = {}
+        self.down = False
+
+    def bind(self, consumer, profile, rp=RP):
+        self.arqs.setdefault(consumer, []).append({
+            'uuid': 'arq-' + consumer, 'instance_uuid': consumer,
+            'device_rp_uuid': rp, 'device_profile_name': profile,
+            'device_profile_group_id': 0})
+
+    def arqs_of(self, consumer):
+        if self.down:
+            raise exception.CyborgError(reason='Cyborg is unreachable')
+        return list(self.arqs.get(consumer, ()))
+
+    def device_profile(self, name):
+        if self.down or name not in PROFILES:
+            raise exception.CyborgError(reason='no profile %s' % name)
+        return PROFILES[name]
+
+
 class FakeDomains:
     def __init__(self):
         self.users = {}
@@ -102,7 +157,8 @@ class FakeDomains:
         return dict(self.users)
 
 
-class ProgramManagerTest(testtools.TestCase):
+class ProgramTestBase(testtools.TestCase):
+    """One simulated FPGA, its providers, its consumers in Cyborg."""
 
     def setUp(self):
         super().setUp()
@@ -110,17 +166,26 @@ class ProgramManagerTest(testtools.TestCase):
         self.fpga = FakeFpga()
         self.placement = FakePlacement()
         self.domains = FakeDomains()
-        self.now = 1000.0
+        self.cyborg = FakeCyborg()
         self.manager = self._manager()
 
     def _manager(self):
         return program.ProgramManager(
             'compute1', self.fpga, self.fpga, FakeImages(), self.placement,
-            self.domains, journal.Journal(self.state), 300,
-            clock=lambda: self.now)
+            self.domains, journal.Journal(self.state), self.cyborg)
+
+    def _allocate(self, consumer, profile=None, rp=RP):
+        """``consumer`` holds an allocation on ``rp`` and, with a
+        ``profile``, an ARQ of that profile bound to it."""
+        self.placement.allocated.setdefault(rp, []).append(consumer)
+        if profile:
+            self.cyborg.bind(consumer, profile, rp)
 
     def _program(self, image=IMAGE_A, cpid=CPID, driver='intel'):
         return self.manager.fpga_program(cpid, image, driver)
+
+
+class ProgramManagerTest(ProgramTestBase):
 
     def test_program(self):
         self.assertTrue(self._program())
@@ -155,28 +220,12 @@ class ProgramManagerTest(testtools.TestCase):
         self.assertEqual([], self.fpga.programmed)
         self.assertEqual([], self.placement.history)
 
-    def test_refused_while_promised_to_another_function(self):
-        self._program(IMAGE_A)
-        self.now += 299
-        ex = self.assertRaises(exception.DeviceBusy, self._program, IMAGE_B)
-        self.assertIn(TRAIT_A, str(ex))
-        self.now += 1
-        self._program(IMAGE_B)
-        self.assertEqual('BBBB2222', self.fpga.function)
-
-    def test_promise_ends_when_its_server_is_gone(self):
-        self._program(IMAGE_A)
-        self.domains.users = {VFS[0]: 'instance-1'}
-        self.manager.housekeep()
-        self.assertRaises(exception.DeviceBusy, self._program, IMAGE_B)
-        self.domains.users = {}
-        self.manager.housekeep()
-        self._program(IMAGE_B)
-        self.assertEqual('BBBB2222', self.fpga.function)
-
     def test_serialized(self):
         # Two requests for different functions at once: the second waits
-        # for the first and then finds the device promised.
+        # for the first and then finds the device promised to the server
+        # the first was for.
+        self._allocate('server-a', 'dp-a')
+        self._allocate('server-b', 'dp-b')
         self.fpga.release = threading.Event()
         errors = []
 
@@ -204,7 +253,6 @@ class ProgramManagerTest(testtools.TestCase):
         self.assertRaises(exception.ProgrammingFailed, self._program)
         self.assertFalse(self.placement.reserved['rp-compute1_' + PF])
         self.assertEqual([], journal.Journal(self.state).jobs.items())
-        self.assertIsNone(journal.Journal(self.state).leases.get(PF))
 
     def test_wrong_function_after_load(self):
         # The device does not report the function the image promised.

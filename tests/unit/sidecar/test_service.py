@@ -54,7 +54,6 @@ class CycleTest(testtools.TestCase):
             mock.ANY, self.devices, prepare=mock.ANY)
         self.reconciler.converge.assert_called_once_with(
             ROOT, self.devices, report_again=mock.ANY)
-        self.programs.housekeep.assert_called_once_with()
 
     def test_traits_created_before_a_report(self):
         self.sidecar.run_cycle()
@@ -103,13 +102,11 @@ class CycleTest(testtools.TestCase):
             mock.sentinel.want: reconcile.Drift(False, ['wrong'])}
         self.assertFalse(self.sidecar.run_cycle())
         self.assertFalse(self.sidecar.converged)
-        self.programs.housekeep.assert_called_once_with()
 
     def test_failed_check(self):
         self.reconciler.converge.side_effect = exception.PlacementError(
             reason='Placement is unreachable')
         self.assertFalse(self.sidecar.run_cycle())
-        self.programs.housekeep.assert_called_once_with()
 
     def test_failed_recovery_does_not_stop_the_cycle(self):
         self.programs.recover.side_effect = exception.PlacementError(
