@@ -8,9 +8,24 @@ what matters:
 
 * every failure raises an exception that names the operation, the HTTP
   status and Cyborg's own message; nothing is swallowed or logged twice;
-* binding, unbinding and deleting carry a service token, and a missing
+* binding, unbinding and deleting the ARQs of an instance require a
+  service token (Cyborg 17 refuses them without one), and a missing
   ``[service_user]`` configuration is reported as such rather than as
-  Cyborg's 403;
+  Cyborg's 403; every call carries the token when ``[service_user]
+  send_service_user_token`` is set. Deleting ARQs by UUID
+  (:meth:`CyborgClient.delete_arqs_by_uuid`) does not require it: it
+  deletes ARQs that were never bound, which Cyborg lets any caller of
+  their project (or an admin) delete, so a boot that fails for want of
+  the token still leaves nothing behind;
+* a server's ARQs belong to the server's project, whoever acts: Cyborg 17
+  puts an ARQ in the caller's project when it is created and bound, so
+  binding ARQs for a server of another project (an admin moving,
+  unshelving or attaching to a user's server) is done as the
+  ``[service_user]``, which sets the ARQs' ``project_id`` to the server's
+  (Cyborg allows that to an admin at API 2.1 only); reading, unbinding and
+  deleting ARQs are done as the ``[service_user]`` too, so that every ARQ of
+  a server is seen whoever calls (Cyborg shows a non-admin only its own
+  project's);
 * a context without a user token (a service's own admin context) calls
   Cyborg as the ``[service_user]`` instead of being refused with 401, if
   ``[nova_cyborg] service_user_without_user_token`` allows it;
@@ -55,6 +70,10 @@ CONF = nova.conf.CONF
 DEVICE_PROFILE_URL = '/device_profiles'
 ARQ_URL = '/accelerator_requests'
 
+#: Cyborg's API microversion from which an admin may set an ARQ's
+#: ``project_id`` when binding it; sent only with such a bind.
+PROJECT_ID_VERSION = {'OpenStack-API-Version': 'accelerator 2.1'}
+
 #: ARQ states in which Cyborg has finished binding, one way or the other.
 RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
 
@@ -76,6 +95,7 @@ DEFAULT_RETRIES = 6
 
 _SESSION = None
 _SESSION_LOCK = threading.Lock()
+_WARNED = False
 
 
 def _get_session():
@@ -92,8 +112,18 @@ def _get_session():
         return _SESSION
 
 
-def get_client(context):
-    return CyborgClient(context)
+def get_client(context, instance=None):
+    """A client calling Cyborg for ``context``.
+
+    :param instance: the server whose ARQs the client binds: they are bound
+        in its project (see :meth:`CyborgClient.bind_arqs`).
+    """
+    project_id = None
+    # Nova loads every instance with its project; an instance made without
+    # one binds in the caller's project.
+    if instance is not None and instance.obj_attr_is_set('project_id'):
+        project_id = instance.project_id
+    return CyborgClient(context, project_id=project_id)
 
 
 def _retries(method):
@@ -109,6 +139,25 @@ def _retries(method):
         value = getattr(CONF.cyborg, option)
         retries[option] = DEFAULT_RETRIES if value is None else value
     return retries
+
+
+def _service_user():
+    """The ``[service_user]`` auth plugin, None if it is not configured.
+
+    Cyborg shows an admin (a token with the ``admin`` role) the ARQs of
+    every project, and lets it set an ARQ's project when binding: the
+    service user must have that role. Without ``[service_user]``, the
+    context's user calls instead, and sees only its own project's ARQs.
+    """
+    global _WARNED
+    auth = service_auth.get_service_auth_plugin(
+        nova.conf.service_token.SERVICE_USER_GROUP)
+    if auth is None and not _WARNED:
+        _WARNED = True
+        LOG.warning('[service_user] is not configured: nova-cyborg calls '
+                    'Cyborg as the request\'s user, who sees only the '
+                    'accelerator requests of its own project')
+    return auth
 
 
 def _error_text(resp):
@@ -127,8 +176,9 @@ def _error_text(resp):
 class CyborgClient(object):
     """Cyborg v2 REST client bound to one request context."""
 
-    def __init__(self, context):
+    def __init__(self, context, project_id=None):
         self._context = context
+        self._project_id = project_id
         self._adapter = None
 
     def _get_adapter(self, op):
@@ -140,6 +190,15 @@ class CyborgClient(object):
             self._adapter = nova_utils.get_ksa_adapter(
                 'accelerator', ksa_auth=auth, ksa_session=_get_session())
         return self._adapter
+
+    def _service_auth(self):
+        """The auth of a call as the service user (see
+        :func:`_service_user`), None to call as the context's user."""
+        user_auth = _service_user()
+        if user_auth is None:
+            return None
+        return service_auth.get_service_user_token_auth_plugin(
+            self._context, user_auth=user_auth)
 
     def _service_user_auth(self, op):
         """The service user's auth plugin if the context has no user token.
@@ -174,11 +233,11 @@ class CyborgClient(object):
                 'of an instance; set [service_user] send_service_user_token '
                 'and its credentials in nova.conf') % op)
 
-    def _call(self, op, method, url, expected, **kwargs):
+    def _call(self, op, method, url, expected, as_service=False, **kwargs):
         """Call Cyborg and return the response if its status is expected.
 
         Retried only if ``method`` is in RETRIED_METHODS (see
-        :func:`_retries`).
+        :func:`_retries`). As the service user if ``as_service``.
 
         :raises: CyborgError naming ``op``, on a connection failure, a
             timeout or an unexpected status.
@@ -186,7 +245,11 @@ class CyborgClient(object):
         kwargs.update(_retries(method))
         call = '%s %s' % (method.upper(), url)
         try:
-            resp = getattr(self._get_adapter(op), method)(url, **kwargs)
+            adapter = self._get_adapter(op)
+            auth = self._service_auth() if as_service else None
+            if auth is not None:
+                kwargs['auth'] = auth
+            resp = getattr(adapter, method)(url, **kwargs)
         except ks_exc.ConnectTimeout as e:
             # Connecting or reading took longer than [cyborg] timeout.
             raise exception.CyborgError(op=op, msg=_(
@@ -288,21 +351,37 @@ class CyborgClient(object):
                 group=requester_id, name=arq.get('device_profile_name'))
         return providers[0]
 
-    def bind_arqs(self, bindings):
+    def bind_arqs(self, bindings, project_id=None):
         """Ask Cyborg to bind ARQs; binding completes asynchronously.
 
         :param bindings: {arq_uuid: {"hostname", "device_rp_uuid",
             "instance_uuid"}}
+        :param project_id: the instance's project (by default the one the
+            client was made for). The ARQs are bound in it: if the
+            context's project is another (an admin acting on a user's
+            server), as the service user, with ``/project_id`` at Cyborg's
+            API 2.1; Cyborg would otherwise put them in the caller's
+            project, where the server's owner never sees them.
         :raises: AcceleratorRequestBindingFailed listing every ARQ.
         """
+        project_id = project_id or self._project_id
+        other_project = (project_id is not None and
+                         project_id != self._context.project_id)
+        if other_project:
+            bindings = {arq_uuid: dict(binding, project_id=project_id)
+                        for arq_uuid, binding in bindings.items()}
         patch = {
             arq_uuid: [{'path': '/' + field, 'op': 'add', 'value': value}
                        for field, value in sorted(binding.items())]
             for arq_uuid, binding in bindings.items()}
+        kwargs = {}
+        if other_project:
+            kwargs = {'as_service': True, 'headers': PROJECT_ID_VERSION}
         LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
         try:
             self._require_service_token(_('bind'))
-            self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch)
+            self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch,
+                       **kwargs)
         except exception.CyborgError as e:
             raise exception.AcceleratorRequestBindingFailed(
                 arqs=list(bindings), msg=e.kwargs['msg'])
@@ -323,16 +402,17 @@ class CyborgClient(object):
                  for arq_uuid in arq_uuids}
         LOG.info('Unbinding ARQs %s', ','.join(sorted(arq_uuids)))
         self._require_service_token(_('unbind'))
-        self._call(_('unbind'), 'patch', ARQ_URL, (200, 202), json=patch)
+        self._call(_('unbind'), 'patch', ARQ_URL, (200, 202), json=patch,
+                   as_service=True)
 
-    # Queries
+    # Queries: as the service user, who sees the ARQs of every project.
 
     def get_arqs_for_instance(self, instance_uuid, only_resolved=False):
         """Return the instance's ARQs (only resolved ones if asked).
 
         An instance without ARQs gets an empty list.
         """
-        resp = self._call(_('get'), 'get', ARQ_URL, (200,),
+        resp = self._call(_('get'), 'get', ARQ_URL, (200,), as_service=True,
                           params={'instance': instance_uuid})
         arqs = self._json_list(_('get'), resp, 'arqs')
         if only_resolved:
@@ -340,35 +420,36 @@ class CyborgClient(object):
         return arqs
 
     def list_arqs(self):
-        """Every ARQ the caller may see (all of them for an admin)."""
-        resp = self._call(_('get'), 'get', ARQ_URL, (200,))
+        """Every ARQ of every project."""
+        resp = self._call(_('get'), 'get', ARQ_URL, (200,), as_service=True)
         return self._json_list(_('get'), resp, 'arqs')
 
     def get_arq_by_uuid(self, arq_uuid):
         resp = self._call(_('get'), 'get', '%s/%s' % (ARQ_URL, arq_uuid),
-                          (200,))
+                          (200,), as_service=True)
         return resp.json()
 
     def get_arq_uuids_for_instance(self, instance):
         return [arq['uuid']
                 for arq in self.get_arqs_for_instance(instance.uuid)]
 
-    # Deletion
+    # Deletion: as the service user, so that the ARQs of every project go.
 
     def delete_arqs_for_instance(self, instance_uuid):
         """Unbind and delete every ARQ of the instance (idempotent)."""
         self._require_service_token(_('delete'))
-        self._call(_('delete'), 'delete', ARQ_URL, (204,),
+        self._call(_('delete'), 'delete', ARQ_URL, (204,), as_service=True,
                    params={'instance': instance_uuid})
 
     def delete_arqs_by_uuid(self, arq_uuids):
         """Delete the given ARQs, tolerating those already gone.
 
-        Used on failure paths before the ARQs were bound to an instance.
-        Cyborg answers 404 for the whole call if one ARQ is missing; the
-        others are deleted one by one then, so none is left behind.
-        Failures are logged, not raised: cleanup must not mask the error
-        that caused it.
+        Used on failure paths before the ARQs were bound to an instance,
+        so no service token is required (Cyborg asks for one only to
+        delete a bound ARQ; one is sent if configured). Cyborg answers 404
+        for the whole call if one ARQ is missing; the others are deleted
+        one by one then, so none is left behind. Failures are logged, not
+        raised: cleanup must not mask the error that caused it.
 
         :returns: the UUIDs that could not be deleted.
         """
@@ -377,6 +458,7 @@ class CyborgClient(object):
             return []
         try:
             self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                       as_service=True,
                        params={'arqs': ','.join(arq_uuids)})
             return []
         except exception.CyborgError as e:
@@ -388,7 +470,7 @@ class CyborgClient(object):
         for arq_uuid in arq_uuids:
             try:
                 self._call(_('delete'), 'delete', ARQ_URL, (204, 404),
-                           params={'arqs': arq_uuid})
+                           as_service=True, params={'arqs': arq_uuid})
             except exception.CyborgError as e:
                 LOG.error('Failed to delete ARQ %s: %s', arq_uuid, e)
                 failed.append(arq_uuid)
@@ -409,6 +491,7 @@ class CyborgClient(object):
         self._require_service_token(_('delete'))
         try:
             self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                       as_service=True,
                        params={'arqs': ','.join(arq_uuids)})
             return
         except exception.CyborgError as e:
@@ -416,4 +499,4 @@ class CyborgClient(object):
                 raise
         for arq_uuid in arq_uuids:
             self._call(_('delete'), 'delete', ARQ_URL, (204, 404),
-                       params={'arqs': arq_uuid})
+                       as_service=True, params={'arqs': arq_uuid})

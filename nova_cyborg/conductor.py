@@ -153,7 +153,8 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
              if net.port_id and net.device_profile]
     if not dp_name and not ports:
         return []
-    cyclient = nc_client.get_client(context)
+    # Bound in the instance's project, whoever acts.
+    cyclient = nc_client.get_client(context, instance=instance)
     mapping = request_spec.get_request_group_mapping()
     created = []
     try:

@@ -147,9 +147,11 @@ def add_profile_groups(context, request_spec, flavor):
 def bind_and_wait(virtapi, context, instance, bindings):
     """Bind ``{arq_uuid: (rp_uuid, hostname)}`` and wait until Bound.
 
+    The ARQs are bound in the instance's project, whoever acts.
+
     :returns: those ARQs, Bound, with validated attach handles.
     """
-    nc_client.get_client(context).bind_arqs({
+    nc_client.get_client(context, instance=instance).bind_arqs({
         arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
                    'instance_uuid': instance.uuid}
         for arq_uuid, (rp_uuid, hostname) in bindings.items()})

@@ -35,6 +35,7 @@ import fixtures
 from keystoneauth1 import loading as ks_loading
 
 from nova import context as nova_context
+from nova.tests.functional.api import client as nova_client
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
@@ -127,6 +128,12 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             clouds_yaml=self.clouds_yaml))
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
         self._configure_service_user()
+        # Three callers in three projects (``api`` and ``admin_api``, from
+        # Nova's base, share one): the owner of the servers a test boots,
+        # another tenant, and a cloud admin of a third project.
+        self.owner_api = self.api_as(identity.OWNER)
+        self.other_tenant_api = self.api_as(identity.OTHER_TENANT)
+        self.cloud_admin_api = self.api_as(identity.CLOUD_ADMIN)
         self.hosts = {}
         self.sidecars = {}
         self._kernels = {}
@@ -156,6 +163,15 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         self.flags(send_service_user_token=True, auth_type='admin_token',
                    token=identity.SERVICE_TOKEN,
                    endpoint=self.cyborg.endpoint, group='service_user')
+
+    def api_as(self, person):
+        """A Nova API client for ``(user_id, project_id, roles)``."""
+        user_id, project_id, roles = person
+        api = nova_client.TestOpenStackClient(
+            user_id, self.api_fixture.base_url, project_id=project_id,
+            roles=roles)
+        api.microversion = self.microversion
+        return api
 
     # Hosts and devices
 

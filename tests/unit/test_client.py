@@ -2,6 +2,7 @@
 
 from keystoneauth1 import loading as ks_loading
 from nova import context as nova_context
+from nova import objects
 from nova import service_auth
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -243,6 +244,15 @@ class DeleteTest(ClientTestBase):
         self.requests.delete(ARQS, status_code=500)
         self.client.delete_arqs_by_uuid([uuids.a0])
 
+    def test_delete_by_uuid_without_service_token_config(self):
+        # Never-bound ARQs: Cyborg deletes them without a service token, so
+        # a boot refused for want of one leaves nothing behind.
+        self.flags(send_service_user_token=False, group='service_user')
+        self.requests.delete(ARQS, status_code=204)
+        self.assertEqual([], self.client.delete_arqs_by_uuid([uuids.a0]))
+        self.assertNotIn('X-Service-Token',
+                         self.requests.last_request.headers)
+
 
 class ContextWithoutTokenTest(ClientTestBase):
     """A service's own context (get_admin_context()) has no user token."""
@@ -288,11 +298,113 @@ class ContextWithoutTokenTest(ClientTestBase):
         self.assertFalse(self.requests.called)
 
     def test_context_with_token_keeps_user_token(self):
+        # Creating ARQs: as the user (deleting is as the service user
+        # whoever calls, see ProjectTest).
         self.enable_service_token()
-        client.get_client(self.context).delete_arqs_for_instance(uuids.inst)
+        self.requests.post(ARQS, status_code=201,
+                           json={'arqs': [_arq(uuids.a0)]})
+        client.get_client(self.context).create_arqs('dp1')
         headers = self.requests.last_request.headers
         self.assertEqual('user-token', headers['X-Auth-Token'])
         self.assertEqual('service-token', headers['X-Service-Token'])
+
+
+class ProjectTest(ClientTestBase):
+    """A server's ARQs belong to its project, whoever acts on it."""
+
+    BINDINGS = BindTest.BINDINGS
+
+    def setUp(self):
+        super().setUp()
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+        self.requests.patch(ARQS, status_code=202)
+
+    def test_bind_in_own_project_as_user_at_the_base_version(self):
+        self.client.bind_arqs(self.BINDINGS, project_id='project')
+        request = self.requests.last_request
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        self.assertNotIn('OpenStack-API-Version', request.headers)
+        self.assertNotIn('/project_id', [
+            op['path'] for op in request.json()[uuids.a0]])
+
+    def test_bind_for_another_project_sets_it_as_service_user(self):
+        # An admin of another project acting on a user's server.
+        self.client.bind_arqs(self.BINDINGS, project_id='owner-project')
+        request = self.requests.last_request
+        self.assertEqual('service-token', request.headers['X-Auth-Token'])
+        self.assertEqual('service-token', request.headers['X-Service-Token'])
+        self.assertEqual('accelerator 2.1',
+                         request.headers['OpenStack-API-Version'])
+        self.assertEqual({uuids.a0: [
+            {'path': '/device_rp_uuid', 'op': 'add', 'value': uuids.rp},
+            {'path': '/hostname', 'op': 'add', 'value': 'h1'},
+            {'path': '/instance_uuid', 'op': 'add', 'value': uuids.inst},
+            {'path': '/project_id', 'op': 'add', 'value': 'owner-project'},
+        ]}, request.json())
+        # The caller's bindings are left as they were.
+        self.assertNotIn('project_id', self.BINDINGS[uuids.a0])
+
+    def test_bind_for_another_project_without_service_user(self):
+        # Without [service_user], the caller (an admin, or Cyborg says
+        # 403) sets the project.
+        self.flags(require_service_token=False, group='nova_cyborg')
+        self.flags(send_service_user_token=False, auth_type=None,
+                   group='service_user')
+        self.client.bind_arqs(self.BINDINGS, project_id='owner-project')
+        request = self.requests.last_request
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        self.assertEqual('accelerator 2.1',
+                         request.headers['OpenStack-API-Version'])
+        self.assertIn('/project_id', [
+            op['path'] for op in request.json()[uuids.a0]])
+
+    def test_client_for_an_instance_binds_in_its_project(self):
+        instance = objects.Instance(uuid=uuids.inst,
+                                    project_id='owner-project')
+        client.get_client(self.context, instance=instance).bind_arqs(
+            self.BINDINGS)
+        request = self.requests.last_request
+        self.assertEqual('service-token', request.headers['X-Auth-Token'])
+        self.assertIn({'path': '/project_id', 'op': 'add',
+                       'value': 'owner-project'}, request.json()[uuids.a0])
+
+    def test_client_for_an_instance_without_project(self):
+        client.get_client(self.context, instance=objects.Instance(
+            uuid=uuids.inst)).bind_arqs(self.BINDINGS)
+        request = self.requests.last_request
+        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        self.assertNotIn('OpenStack-API-Version', request.headers)
+
+    def test_reads_unbinds_and_deletes_as_service_user(self):
+        # Every ARQ of the server is seen, in whatever project it is.
+        self.requests.get(ARQS, json={'arqs': []})
+        self.requests.get(ARQS + '/' + uuids.a0, json=_arq(uuids.a0))
+        self.requests.delete(ARQS, status_code=204)
+        calls = (
+            lambda: self.client.get_arqs_for_instance(uuids.inst),
+            self.client.list_arqs,
+            lambda: self.client.get_arq_by_uuid(uuids.a0),
+            lambda: self.client.unbind_arqs([uuids.a0]),
+            lambda: self.client.delete_arqs_for_instance(uuids.inst),
+            lambda: self.client.delete_arqs_by_uuid([uuids.a0]),
+            lambda: self.client.delete_arqs_strictly([uuids.a0]))
+        for call in calls:
+            call()
+            headers = self.requests.last_request.headers
+            self.assertEqual('service-token', headers['X-Auth-Token'])
+            self.assertEqual('service-token', headers['X-Service-Token'])
+            self.assertNotIn('OpenStack-API-Version', headers)
+        self.assertEqual(len(calls), self.requests.call_count)
+
+    def test_without_service_user_the_caller_reads(self):
+        self.flags(send_service_user_token=False, auth_type=None,
+                   group='service_user')
+        self.requests.get(ARQS, json={'arqs': []})
+        self.client.get_arqs_for_instance(uuids.inst)
+        headers = self.requests.last_request.headers
+        self.assertEqual('user-token', headers['X-Auth-Token'])
+        self.assertNotIn('X-Service-Token', headers)
 
 
 class UnbindAndDeleteStrictlyTest(ClientTestBase):
@@ -311,7 +423,8 @@ class UnbindAndDeleteStrictlyTest(ClientTestBase):
         self.client.unbind_arqs([uuids.a0, uuids.a1])
         request = self.requests.last_request
         self.assertEqual('service-token', request.headers['X-Service-Token'])
-        self.assertEqual('user-token', request.headers['X-Auth-Token'])
+        # As the service user: the ARQs may be in any project.
+        self.assertEqual('service-token', request.headers['X-Auth-Token'])
         remove = [{'path': '/device_rp_uuid', 'op': 'remove'},
                   {'path': '/hostname', 'op': 'remove'},
                   {'path': '/instance_uuid', 'op': 'remove'}]

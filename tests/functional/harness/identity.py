@@ -78,6 +78,15 @@ ADMIN_TOKEN = make_token('admin', ADMIN_PROJECT_ID,
                          ['admin', 'member', 'reader'])
 SERVICE_TOKEN = make_token('nova', SERVICE_PROJECT_ID, ['service', 'admin'])
 
+#: The three people of tests that act on one server as different callers,
+#: as ``(user_id, project_id, roles)``: the server's owner, a member of
+#: project A; another tenant, a member of project B; and a cloud admin,
+#: whose own project is a third one, C.
+OWNER = ('owner', project_id('project-a'), ['reader', 'member'])
+OTHER_TENANT = ('other-tenant', project_id('project-b'), ['reader', 'member'])
+CLOUD_ADMIN = ('cloud-admin', project_id('project-c'),
+               ['reader', 'member', 'admin'])
+
 
 def _normalize(path):
     return (path or '/').rstrip('/') or '/'
