@@ -5,11 +5,24 @@ request groups are asked of Placement inside the tree of the server's
 compute node, and the chosen candidate is added to the server's
 allocation (retrying on a consumer generation conflict). Removing puts the
 allocation back as it was before.
+
+:func:`free` deletes an instance's whole allocation when a host failed its
+accelerators (nova_cyborg.compute before a reschedule, nova_cyborg.conductor
+after a failed bind). Placement can answer 500 to that DELETE (a database
+deadlock was seen) or be briefly unreachable: it is retried
+``FREE_ATTEMPTS`` times with a doubling backoff, and then fails with an
+error that says why, so that the caller ends the build in ERROR with that
+fault instead of leaving the server in BUILD.
 """
 
+import json
+import time
 import urllib.parse
 
 from oslo_log import log as logging
+
+from nova import exception as nova_exception
+from nova.scheduler.client import report
 
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -20,6 +33,32 @@ LOG = logging.getLogger(__name__)
 CANDIDATES_VERSION = '1.36'
 ALLOCATIONS_VERSION = '1.28'
 RETRIES = 3
+#: Attempts to delete an allocation, and the first pause between two
+#: (doubled after each failure): 0.5 + 1 + 2 s at most in all.
+FREE_ATTEMPTS = 4
+FREE_BACKOFF = 0.5
+
+
+class AllocationFreeFailed(nova_exception.NovaException):
+    """Placement did not delete the instance's allocation, retries
+    included."""
+
+    msg_fmt = _("Placement did not free the allocation after %(attempts)d "
+                "attempts: %(error)s")
+
+
+def _error_text(exc):
+    """What Placement said, without the report client's wrapping."""
+    text = (getattr(exc, 'kwargs', None) or {}).get('error')
+    if isinstance(text, str):
+        try:
+            errors = json.loads(text).get('errors')
+            text = errors[0]['detail']
+        except (ValueError, AttributeError, LookupError, TypeError):
+            pass
+    if not isinstance(text, str) or not text.strip():
+        text = str(exc) or type(exc).__name__
+    return ' '.join(text.split())
 
 
 def _suffix(group):
@@ -123,3 +162,33 @@ def remove(reportclient, context, instance, added):
     """
     _update(reportclient, context, instance, added, -1)
     LOG.info('Removed %s from the allocation', added, instance=instance)
+
+
+def free(context, instance_uuid, sleep=time.sleep):
+    """Delete the whole allocation of ``instance_uuid`` in Placement.
+
+    Placement errors (HTTP 5xx, a deadlock in its database) and failures to
+    reach it are retried ``FREE_ATTEMPTS`` times with a doubling backoff.
+
+    :returns: True if an allocation was deleted, False if there was none.
+    :raises: AllocationFreeFailed after the last attempt, naming its error.
+    """
+    client = report.report_client_singleton()
+    pause = FREE_BACKOFF
+    for attempt in range(1, FREE_ATTEMPTS + 1):
+        try:
+            return client.delete_allocation_for_instance(
+                context, instance_uuid, force=True)
+        except Exception as exc:  # noqa: B902 (5xx, unreachable: retried)
+            error = _error_text(exc)
+            if attempt == FREE_ATTEMPTS:
+                raise AllocationFreeFailed(attempts=attempt,
+                                           error=error[:100])
+            LOG.warning('Placement did not delete the allocation of '
+                        '%(uuid)s (attempt %(n)d of %(max)d, next in '
+                        '%(pause).1f s): %(err)s',
+                        {'uuid': instance_uuid, 'n': attempt,
+                         'max': FREE_ATTEMPTS, 'pause': pause,
+                         'err': error})
+            sleep(pause)
+            pause *= 2

@@ -7,10 +7,12 @@ already resolved end the wait early.
 
 Unlike upstream, every ARQ must be ``Bound`` (a BindFailed ARQ seen
 through the early exit is refused too) and must carry an attach handle that
-passes strict validation; otherwise the build fails with a fault that names
-the ARQ and the reason. The ARQs are read again after the wait only if
-some were not resolved yet when it began (as upstream does): a boot whose
-binding Cyborg finished first costs one read, not two.
+passes strict validation, and its device must hold the FPGA function its
+device profile asks for (nova_cyborg.function_check); otherwise the build
+fails with a fault that names the ARQ or the functions and the reason.
+The ARQs are read again after the wait only if some were not resolved yet
+when it began (as upstream does): a boot whose binding Cyborg finished
+first costs one read, not two.
 """
 
 from oslo_log import log as logging
@@ -18,9 +20,11 @@ from oslo_log import log as logging
 import nova.conf
 from nova import exception as nova_exception
 
+from nova_cyborg import allocations
 from nova_cyborg import attach_handle
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
+from nova_cyborg import function_check
 from nova_cyborg.i18n import _
 
 LOG = logging.getLogger(__name__)
@@ -119,9 +123,10 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
 
     :param arq_uuids: the ARQs the conductor bound, or None for all the
         instance's ARQs.
-    :returns: the ARQ dicts, each Bound with a validated attach handle.
+    :returns: the ARQ dicts, each Bound with a validated attach handle, on
+        a device holding the function its profile asks for.
     :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
-        InvalidAttachHandle, CyborgError
+        InvalidAttachHandle, CyborgError, FunctionCheckFailed
     """
     cyclient = nc_client.get_client(context)
     if arq_uuids is None:
@@ -133,6 +138,7 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
     if arqs is None:
         arqs = cyclient.get_arqs_for_instance(instance.uuid)
     arqs = check_bound(arqs, arq_uuids)
+    function_check.check(context, instance, arqs)
     LOG.info('Accelerator requests %s are bound', ','.join(arq_uuids),
              instance=instance)
     return arqs
@@ -150,20 +156,45 @@ def build_fault_message(exc):
         str(exc)[:500] or type(exc).__name__)
 
 
+def _reschedules(exc):
+    """Whether a failure of this host may not happen on another one."""
+    if isinstance(exc, function_check.FunctionCheckFailed):
+        return True
+    return (isinstance(exc, exception.AcceleratorRequestNotBound) and
+            exc.kwargs.get('state') == 'BindFailed')
+
+
 def build_failure(instance, exc):
     """The exception a build raises when its accelerators failed.
 
     Called after the instance's ARQs were deleted. A bind that Cyborg
-    failed on this host (no free attach handle, programming failed) may
-    succeed elsewhere, so it reschedules; anything else (timeout, hostile
-    attach handle, Cyborg unreachable) aborts the build with a fault that
-    says why.
+    failed on this host (no free attach handle, programming failed) or a
+    device holding the wrong function may do on another host, so it
+    reschedules; anything else (timeout, hostile attach handle, Cyborg
+    unreachable) aborts the build with a fault that says why.
+
+    Before a reschedule the allocation of this host is freed here, with
+    retries (nova_cyborg.allocations.free): Nova's own delete before it
+    casts the reschedule is tried once, and a Placement error there (a
+    database deadlock was seen) left the server in BUILD for good, with no
+    host. If Placement never frees it, the build is aborted (ERROR) with a
+    fault naming both failures; Nova's delete then finds nothing to free.
     """
-    if (isinstance(exc, exception.AcceleratorRequestNotBound) and
-            exc.kwargs.get('state') == 'BindFailed'):
-        # Short: when no host is left, this reason ends a fault that Nova
-        # cuts at 255 characters, after the conductor's own words.
-        return nova_exception.ComputeResourcesUnavailable(
-            reason=exc.format_message())
-    return nova_exception.BuildAbortException(
-        reason=build_fault_message(exc), instance_uuid=instance.uuid)
+    if not _reschedules(exc):
+        return nova_exception.BuildAbortException(
+            reason=build_fault_message(exc), instance_uuid=instance.uuid)
+    # Short: when no host is left, this reason ends a fault that Nova
+    # cuts at 255 characters, after the conductor's own words.
+    reason = exc.format_message()
+    try:
+        allocations.free(instance._context, instance.uuid)
+    except allocations.AllocationFreeFailed as free_exc:
+        LOG.error('Not rescheduling after "%(reason)s": %(err)s',
+                  {'reason': reason, 'err': free_exc.format_message()},
+                  instance=instance)
+        return nova_exception.BuildAbortException(
+            reason=_('%(free)s; this host had refused the server: '
+                     '%(reason)s') % {
+                'free': free_exc.format_message(), 'reason': reason},
+            instance_uuid=instance.uuid)
+    return nova_exception.ComputeResourcesUnavailable(reason=reason)

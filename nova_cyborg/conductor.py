@@ -29,6 +29,7 @@ from nova.compute import vm_states
 from nova import objects
 from nova.scheduler.client import report
 
+from nova_cyborg import allocations
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -100,8 +101,8 @@ def _free_allocation(context, instance, nodename):
     client = report.report_client_singleton()
     try:
         if not (instance.obj_attr_is_set('host') and instance.host):
-            client.delete_allocation_for_instance(
-                context, instance.uuid, force=True)
+            # (retried: Placement can answer 500 on a database deadlock)
+            allocations.free(context, instance.uuid)
             return
         if instance.obj_attr_is_set('node') and instance.node == nodename:
             return

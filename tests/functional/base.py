@@ -186,10 +186,19 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
     def create_bitstream(self, function_id, extra=''):
         """A bitstream image loading ``function_id`` (32 hex digits)."""
         glance = self.start_glance()
-        return glance.create_image(
+        image_id = glance.create_image(
             'bitstream-%s' % function_id[:8],
             ('%s%s\n' % (extra, function_id)).encode(),
             {'accel:function_id': function_id})
+        # nova-compute reads the bitstream's function through Nova's image
+        # API (nova_cyborg.function_check), which Nova's functional base
+        # serves from its in-memory GlanceFixture: the same record there.
+        from nova.image import glance as nova_glance
+        nova_glance.get_default_image_service().create(None, {
+            'id': image_id, 'name': 'bitstream-%s' % function_id[:8],
+            'status': 'active', 'visibility': 'public',
+            'properties': {'accel:function_id': function_id}})
+        return image_id
 
     def start_accel_compute(self, hostname, num_pfs=None, num_vfs=None,
                             vendors=None, function_ids=None, sidecar=True,

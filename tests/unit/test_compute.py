@@ -2,7 +2,9 @@
 
 import threading
 import types
+from unittest import mock
 
+import fixtures
 import requests
 
 from nova.compute import manager
@@ -10,8 +12,10 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg import allocations
 from nova_cyborg import compute
 from nova_cyborg import exception
+from nova_cyborg import function_check
 from tests.unit import test_client
 
 QUERY = test_client.ARQS + '?instance=' + uuids.inst
@@ -36,6 +40,11 @@ class GetBoundArqsTest(test_client.ClientTestBase):
         self.instance = objects.Instance(uuid=uuids.inst, vm_state='building',
                                          task_state='spawning')
         self.flags(arq_binding_timeout=5)
+        # The profile asks no FPGA function: no function check
+        # (test_compute_function_check has those).
+        self.requests.get(test_client.PROFILES + '?name=dp1', json={
+            'device_profiles': [{'name': 'dp1',
+                                 'groups': [{'resources:FPGA': '1'}]}]})
 
     def answer(self, *arq_lists):
         self.requests.get(QUERY, [{'json': {'arqs': arqs}}
@@ -158,6 +167,13 @@ class GetBoundArqsTest(test_client.ClientTestBase):
         self.assertIn('attach handle type PCI is not in [nova_cyborg] '
                       'allowed_attach_types', exc.format_message())
 
+    def test_function_checked_once_bound(self):
+        arqs = [bound(uuids.a0)]
+        self.answer(arqs, arqs)
+        with mock.patch.object(function_check, 'check') as check:
+            self.assertEqual(arqs, self.get())
+        check.assert_called_once_with(self.context, self.instance, arqs)
+
     def test_no_arqs(self):
         self.assertEqual([], self.get(()))
         self.assertFalse(self.requests.called)
@@ -165,13 +181,45 @@ class GetBoundArqsTest(test_client.ClientTestBase):
 
 class BuildFailureTest(test_client.ClientTestBase):
 
+    def setUp(self):
+        super().setUp()
+        self.free = self.useFixture(fixtures.MockPatchObject(
+            allocations, 'free')).mock
+        self.instance = objects.Instance(uuid=uuids.inst)
+        self.instance._context = self.context
+
     def test_bind_failed_reschedules(self):
         exc = compute.build_failure(
-            objects.Instance(uuid=uuids.inst),
+            self.instance,
             exception.AcceleratorRequestNotBound(arq=uuids.a0,
                                                  state='BindFailed'))
         self.assertIsInstance(exc, nova_exception.ComputeResourcesUnavailable)
         self.assertIn('BindFailed', exc.format_message())
+        # This host's allocation is freed, with retries, before Nova's own
+        # single try (a Placement 500 there left the server in BUILD).
+        self.free.assert_called_once_with(self.context, uuids.inst)
+
+    def test_wrong_function_reschedules(self):
+        exc = compute.build_failure(
+            self.instance, function_check.FunctionMismatch(
+                reason='device holds function INTEL_X, profile asks Y'))
+        self.assertIsInstance(exc, nova_exception.ComputeResourcesUnavailable)
+        self.assertIn('holds function INTEL_X, profile asks Y',
+                      exc.format_message())
+        self.free.assert_called_once_with(self.context, uuids.inst)
+
+    def test_allocation_not_freed_aborts(self):
+        self.free.side_effect = allocations.AllocationFreeFailed(
+            attempts=4, error='deadlock')
+        exc = compute.build_failure(
+            self.instance,
+            exception.AcceleratorRequestNotBound(arq=uuids.a0,
+                                                 state='BindFailed'))
+        self.assertIsInstance(exc, nova_exception.BuildAbortException)
+        message = exc.format_message()
+        self.assertIn('did not free the allocation after 4 '
+                      'attempts: deadlock', message)
+        self.assertIn('BindFailed', message)
 
     def test_others_abort(self):
         for error in (
@@ -179,7 +227,8 @@ class BuildFailureTest(test_client.ClientTestBase):
                 exception.CyborgError(op='get', msg='HTTP 500'),
                 nova_exception.InstanceEventTimeout(),
                 ValueError('boom')):
-            exc = compute.build_failure(objects.Instance(uuid=uuids.inst),
-                                        error)
+            exc = compute.build_failure(self.instance, error)
             self.assertIsInstance(exc, nova_exception.BuildAbortException)
             self.assertIn('accelerator', exc.format_message())
+        # An aborted build's allocation is Nova's to free.
+        self.assertFalse(self.free.called)

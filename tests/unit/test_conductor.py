@@ -2,6 +2,7 @@
 
 import fixtures
 from nova.compute import vm_states
+from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -29,6 +30,9 @@ class CreateAndBindTest(test_client.ClientTestBase):
             test_client._arq(uuids.a0, 0), test_client._arq(uuids.a1, 1)]})
         self.requests.delete(ARQS, status_code=204)
         self.freed = []
+        self.delete_failures = 0
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.FREE_BACKOFF', 0))
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.client.report.report_client_singleton',
             lambda: self))
@@ -37,6 +41,10 @@ class CreateAndBindTest(test_client.ClientTestBase):
             lambda *args: objects.ComputeNode(uuid=getattr(uuids, args[-1]))))
 
     def delete_allocation_for_instance(self, context, uuid, force=False):
+        if self.delete_failures:
+            self.delete_failures -= 1
+            raise nova_exception.AllocationDeleteFailed(
+                consumer_uuid=uuid, error='Deadlock found')
         self.freed.append((uuid, force))
 
     def remove_provider_tree_from_instance_allocation(self, context, uuid,
@@ -82,6 +90,15 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.assertEqual(
             [('POST', None), ('PATCH', None),
              ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
+
+    def test_bind_failure_allocation_free_retried(self):
+        # Placement answers 500 (a database deadlock) twice.
+        self.delete_failures = 2
+        self.requests.patch(ARQS, status_code=500)
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.call)
+        self.assertEqual([(uuids.inst, True)], self.freed)
+        self.assertEqual(0, self.delete_failures)
 
     def test_arqs_not_deleted_are_kept_with_the_server(self):
         # Cyborg fails the bind, then the cleanup: the ARQs, no longer

@@ -1,0 +1,181 @@
+"""Compute side: never start a guest on an FPGA holding the wrong function.
+
+Called by :func:`nova_cyborg.compute.get_bound_arqs` once the instance's
+ARQs are Bound, before the guest is defined. For each ARQ, the device
+profile group it was created from says what function it wants:
+
+* ``accel:bitstream_id``: the function the bitstream image names in its
+  ``accel:function_id`` property (read through Nova's image API, as
+  cyborg-conductor and the sidecar read it from Glance);
+* ``accel:function_id``: that function;
+* a required ``trait:CUSTOM_FPGA_FUNCTION_ID_*``: that trait;
+* none of these: no check (the guest runs on whatever the card holds).
+
+What the card holds is what the sidecar reports for it: the
+``CUSTOM_FPGA_FUNCTION_ID_<DRIVER>_<FUNCTION>`` trait it keeps on the
+device's resource provider in Placement. Cyborg skips programming when its
+own record says the card already has the bitstream, and that record can be
+stale (the card was reprogrammed or reset since), so a Bound ARQ alone does
+not prove the function.
+
+A mismatch raises :class:`FunctionMismatch` naming both functions; a
+function that cannot be verified (Placement, Cyborg or the image
+unreadable) raises :class:`FunctionUnverified`: the guest is never started
+blind. Either fails this host only (nova_cyborg.compute.build_failure
+reschedules it, after the ARQs were deleted and the allocation freed).
+"""
+
+from oslo_log import log as logging
+
+from nova import exception as nova_exception
+from nova.scheduler.client import report
+
+from nova_cyborg import client as nc_client
+from nova_cyborg.i18n import _
+
+LOG = logging.getLogger(__name__)
+
+BITSTREAM_KEY = 'accel:bitstream_id'
+FUNCTION_KEY = 'accel:function_id'
+TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
+TRAIT_KEY_PREFIX = 'trait:' + TRAIT_PREFIX
+
+
+class FunctionCheckFailed(nova_exception.AcceleratorRequestOpFailed):
+    """The device's function is not (or cannot be shown to be) the one the
+    device profile asks for; this host must not start the guest."""
+
+    msg_fmt = _("%(reason)s")
+
+
+class FunctionMismatch(FunctionCheckFailed):
+    pass
+
+
+class FunctionUnverified(FunctionCheckFailed):
+    pass
+
+
+def _function_of_image(context, image_id):
+    from nova.image import glance
+    try:
+        image = glance.API().get(context, image_id)
+    except Exception as exc:  # noqa: B902 (any failure: not verified)
+        raise FunctionUnverified(reason=_(
+            'the function of bitstream %(image)s cannot be read: %(err)s') %
+            {'image': image_id, 'err': exc})
+    function_id = ((image or {}).get('properties') or {}).get(FUNCTION_KEY)
+    if not function_id or not isinstance(function_id, str):
+        raise FunctionUnverified(reason=_(
+            'bitstream %s names no accel:function_id') % image_id)
+    return function_id
+
+
+def wanted(context, group):
+    """What ``group`` (a device profile group) asks of the card.
+
+    :returns: ('function', FUNCTION_ID) or ('trait', TRAIT), or None when
+        it asks no function.
+    """
+    if not isinstance(group, dict):
+        return None
+    if group.get(BITSTREAM_KEY):
+        return ('function',
+                _function_of_image(context, str(group[BITSTREAM_KEY])))
+    if group.get(FUNCTION_KEY):
+        return ('function', str(group[FUNCTION_KEY]))
+    traits = sorted(key[len('trait:'):] for key, value in group.items()
+                    if key.startswith(TRAIT_KEY_PREFIX) and
+                    value == 'required')
+    return ('trait', traits[0]) if traits else None
+
+
+def holds(traits, want):
+    """Whether the function traits ``traits`` satisfy ``want``."""
+    kind, value = want
+    if kind == 'trait':
+        return value in traits
+    suffix = '_' + value.upper()
+    return any(t.endswith(suffix) for t in traits)
+
+
+def _describe(want):
+    kind, value = want
+    if kind == 'trait':
+        return value[len(TRAIT_PREFIX):] if value.startswith(
+            TRAIT_PREFIX) else value
+    return value.upper()
+
+
+def _held(traits):
+    return ', '.join(t[len(TRAIT_PREFIX):] for t in sorted(traits)) or _(
+        'no function')
+
+
+def _profile_group(cyclient, profiles, arq):
+    name = arq.get('device_profile_name')
+    index = arq.get('device_profile_group_id')
+    if name not in profiles:
+        try:
+            profiles[name] = cyclient.get_device_profile_groups(name)
+        except nova_exception.NovaException as exc:
+            raise FunctionUnverified(reason=_(
+                'the device profile of ARQ %(arq)s cannot be read: '
+                '%(err)s') % {'arq': arq.get('uuid'),
+                              'err': exc.format_message()})
+    groups = profiles[name]
+    if (not isinstance(groups, list) or not isinstance(index, int) or
+            isinstance(index, bool) or not 0 <= index < len(groups)):
+        raise FunctionUnverified(reason=_(
+            'ARQ %(arq)s names group %(index)r of device profile %(name)s, '
+            'which has no such group') % {'arq': arq.get('uuid'),
+                                          'index': index, 'name': name})
+    return groups[index]
+
+
+def _function_traits(context, rp_uuid):
+    try:
+        info = report.report_client_singleton().get_provider_traits(
+            context, rp_uuid)
+    except Exception as exc:  # noqa: B902 (any failure: not verified)
+        raise FunctionUnverified(reason=_(
+            'the function of device %(rp)s cannot be read from Placement: '
+            '%(err)s') % {'rp': rp_uuid,
+                          'err': str(exc)[:200] or type(exc).__name__})
+    return {t for t in info.traits if t.startswith(TRAIT_PREFIX)}
+
+
+def check(context, instance, arqs):
+    """Raise unless every ARQ's device holds the function its profile
+    group asks for.
+
+    :param arqs: the instance's Bound ARQs (validated by
+        :func:`nova_cyborg.compute.check_bound`).
+    :raises: FunctionMismatch, FunctionUnverified
+    """
+    cyclient = None
+    profiles = {}
+    for arq in arqs:
+        if cyclient is None:
+            cyclient = nc_client.get_client(context)
+        want = wanted(context, _profile_group(cyclient, profiles, arq))
+        if want is None:
+            continue
+        rp_uuid = arq.get('device_rp_uuid')
+        traits = _function_traits(context, rp_uuid)
+        if not holds(traits, want):
+            LOG.error('Device %(rp)s of ARQ %(arq)s holds function '
+                      '%(held)s, not %(want)s that device profile %(dp)s '
+                      'asks for; this host does not start the guest',
+                      {'rp': rp_uuid, 'arq': arq.get('uuid'),
+                       'held': _held(traits), 'want': _describe(want),
+                       'dp': arq.get('device_profile_name')},
+                      instance=instance)
+            # Short: Nova cuts a fault at 255 characters, and when no host
+            # is left this ends the conductor's "Exhausted all hosts".
+            raise FunctionMismatch(reason=_(
+                'device holds function %(held)s, profile asks %(want)s') % {
+                    'held': _held(traits), 'want': _describe(want)})
+        LOG.debug('Device %(rp)s holds function %(want)s',
+                  {'rp': rp_uuid, 'want': _describe(want)},
+                  instance=instance)
