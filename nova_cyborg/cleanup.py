@@ -16,7 +16,6 @@ own admin context (the client then calls Cyborg as the service user).
 """
 
 from oslo_log import log as logging
-from oslo_utils import timeutils
 
 import nova.conf
 
@@ -111,48 +110,3 @@ def delete_arqs_of_deleting_instance(context, instance):
     if unbound:
         cyclient = cyclient or nc_client.get_client(context)
         cyclient.delete_arqs_strictly(unbound)
-
-
-def _age(arq, now):
-    try:
-        created = timeutils.parse_isotime(arq['created_at'])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return (now - timeutils.normalize_time(created)).total_seconds()
-
-
-def delete_stale_unbound_arqs(context):
-    """Delete ARQs never bound, older than ``unbound_arq_max_age``.
-
-    Called by nova-compute's periodic check for running deleted instances,
-    with its own admin context (the client then calls Cyborg as the service
-    user, who sees every project's ARQs). An ARQ whose create answer was
-    lost is in no instance's record; nothing else would ever delete it.
-    Never raises.
-
-    :returns: the UUIDs deleted.
-    """
-    max_age = CONF.nova_cyborg.unbound_arq_max_age
-    if not max_age:
-        return []
-    try:
-        cyclient = nc_client.get_client(context)
-        now = timeutils.utcnow()
-        stale = [arq['uuid'] for arq in cyclient.list_arqs()
-                 if isinstance(arq, dict) and arq.get('uuid') and
-                 arq.get('state') == 'Initial' and
-                 not arq.get('instance_uuid') and not arq.get('hostname')
-                 and (_age(arq, now) or 0) > max_age]
-        if not stale:
-            return []
-        failed = cyclient.delete_arqs_by_uuid(stale)
-    except exception.CyborgError as e:
-        LOG.error('Could not look for accelerator requests never bound: %s',
-                  e)
-        return []
-    deleted = [u for u in stale if u not in failed]
-    if deleted:
-        LOG.info('Deleted accelerator requests never bound to anything for '
-                 'over %(age)d seconds: %(arqs)s',
-                 {'age': max_age, 'arqs': ','.join(deleted)})
-    return deleted

@@ -126,9 +126,16 @@ Related options:
         'unbound_arq_max_age',
         default=3600,
         min=0,
+        deprecated_for_removal=True,
+        deprecated_reason="""
+Unused. nova-compute no longer deletes accelerator requests never bound to
+anything: Nova cannot tell those it made from those someone else made. The
+accelerator requests of deleted servers are deleted by
+nova-cyborg-sweep-arqs.
+""",
         help="""
-Age in seconds after which nova-compute deletes accelerator requests that
-were never bound to anything.
+Unused (see the deprecation). It was the age in seconds after which
+nova-compute deleted accelerator requests never bound to anything.
 
 Nova creates an accelerator request and binds it a moment later. When the
 answer to the create is lost (Cyborg slow or the connection cut after

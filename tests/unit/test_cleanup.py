@@ -1,13 +1,11 @@
 """Releasing the ARQs of a server deleted while its host was down."""
 
-import datetime
 from unittest import mock
 
 from nova import context as nova_context
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
-from oslo_utils import timeutils
 
 from nova_cyborg import cleanup
 from nova_cyborg import exception
@@ -89,56 +87,3 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
     def test_no_accelerators_asks_nobody(self, get_client):
         cleanup.delete_arqs_of_deleting_instance(self.context, _instance({}))
         get_client.assert_not_called()
-
-
-def _listed(arq_uuid, state='Initial', instance=None, hostname=None,
-            age=7200):
-    created = timeutils.utcnow() - datetime.timedelta(seconds=age)
-    return {'uuid': arq_uuid, 'state': state, 'instance_uuid': instance,
-            'hostname': hostname,
-            'created_at': created.isoformat() + '+00:00'}
-
-
-@mock.patch('nova_cyborg.client.get_client')
-class DeleteStaleUnboundArqsTest(test.NoDBTestCase):
-    """ARQs whose create answer was lost are deleted after a while."""
-
-    def setUp(self):
-        super().setUp()
-        self.context = nova_context.get_admin_context()
-
-    def test_only_old_never_bound_arqs(self, get_client):
-        cyclient = get_client.return_value
-        cyclient.list_arqs.return_value = [
-            _listed(uuids.stale),
-            _listed(uuids.young, age=60),
-            _listed(uuids.bound, state='Bound', instance=uuids.inst,
-                    hostname='h1'),
-            _listed(uuids.binding, state='BindStarted', instance=uuids.inst),
-            _listed(uuids.unbound, state='Unbound'),
-            {'uuid': uuids.no_date, 'state': 'Initial'},
-        ]
-        cyclient.delete_arqs_by_uuid.return_value = []
-        self.assertEqual([uuids.stale],
-                         cleanup.delete_stale_unbound_arqs(self.context))
-        cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.stale])
-
-    def test_disabled(self, get_client):
-        self.flags(unbound_arq_max_age=0, group='nova_cyborg')
-        self.assertEqual([], cleanup.delete_stale_unbound_arqs(self.context))
-        get_client.assert_not_called()
-
-    def test_cyborg_failure_is_logged_not_raised(self, get_client):
-        get_client.return_value.list_arqs.side_effect = (
-            exception.CyborgError(op='get', msg='down', status=503))
-        with mock.patch.object(cleanup.LOG, 'error') as error:
-            self.assertEqual(
-                [], cleanup.delete_stale_unbound_arqs(self.context))
-        self.assertTrue(error.called)
-
-    def test_failed_deletes_are_not_reported_deleted(self, get_client):
-        cyclient = get_client.return_value
-        cyclient.list_arqs.return_value = [_listed(uuids.a), _listed(uuids.b)]
-        cyclient.delete_arqs_by_uuid.return_value = [uuids.b]
-        self.assertEqual([uuids.a],
-                         cleanup.delete_stale_unbound_arqs(self.context))

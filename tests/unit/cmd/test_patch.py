@@ -84,7 +84,6 @@ ROUTING = {
         'return nc_move.instance_arqs(context, instance)',
         'nc_cleanup.delete_arqs_of_deleting_instance(context, instance)',
         'nc_cleanup.delete_arqs_of_deleted_instance(context, instance)',
-        'nc_cleanup.delete_stale_unbound_arqs(context)',
         'reason=nc_compute.build_fault_message(exc))',
         'nc_attach.add(self, context, instance, device_profile)',
         'nc_attach.remove(self, context, instance, device_profile)',
