@@ -6,6 +6,7 @@ sidecar per simulated host beside a Nova whose hosts are Nova's
 fakelibvirt.
 """
 
+from sidecar import conductor_view
 from sidecar import cyborg
 from sidecar import domains as domains_mod
 from sidecar import glance
@@ -59,5 +60,8 @@ def build(conf, transport=None, connect=None):
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
     reconciler = reconcile.Reconciler(conf.host, placement,
                                       idle=programs.idle)
+    view = conductor_view.ConductorView(
+        conf.host, cyborg.AcceleratorClient(conf), glance.ImageClient(conf),
+        placement, programs.idle)
     return service.Sidecar(conf, transport, inventory, reporter, programs,
-                           mdevs, placement, reconciler)
+                           mdevs, placement, reconciler, view=view)

@@ -78,8 +78,10 @@ class Sidecar:
     FIRST_RETRY = 1.0
 
     def __init__(self, conf, transport, inventory, reporter, programs,
-                 mdevs, placement, reconciler):
+                 mdevs, placement, reconciler, view=None):
         self.conf = conf
+        #: A :class:`sidecar.conductor_view.ConductorView`, or None.
+        self.view = view
         self._transport = transport
         self.inventory = inventory
         self.reporter = reporter
@@ -151,6 +153,7 @@ class Sidecar:
         if not self._send(context, devices,
                           again=self.reconciler.report_due()):
             return False
+        self._check_view(context, devices)
         try:
             drift = self.reconciler.converge(
                 root, devices,
@@ -173,6 +176,25 @@ class Sidecar:
         ``fpga_program`` answers, and the next cycle checks the result."""
         with self._cycle_lock:
             self._send(rpc.admin_context(), self.inventory.discover())
+        if self.view is not None:
+            # Cyborg's program API never records the bitstream: the next
+            # cycle compares. Not now: the conductor's bind job is writing
+            # the provider's traits after this call.
+            self.view.invalidate()
+
+    def _check_view(self, context, devices):
+        """Compare cyborg-conductor's bitstream_id of the FPGAs with the
+        cards, and re-register a stale one when idle (before the
+        reconciler checks Placement)."""
+        if self.view is None:
+            return
+        try:
+            self.view.check(devices, send=lambda devs: self._report(
+                context, devs, again=True))
+        except Exception:
+            LOG.exception('Comparing the FPGAs with cyborg-conductor\'s '
+                          'records failed; compared again next cycle')
+            self.reporter.invalidate()
 
     def _report(self, context, devices, again=False):
         """Report ``devices`` if they changed (always if ``again``)."""
