@@ -1,21 +1,25 @@
 """Seed 004 on Nova's side: the right function, and no server left in BUILD.
 
-The wrong function: Cyborg skips programming an FPGA when its own record
-says the card already has the bitstream (``deployable.bitstream_id``), and
-that record goes stale when the card is reprogrammed outside Cyborg. Here
-a first server gets the card programmed with function A and is deleted;
-the card then loads function B (written to its simulated sysfs as a card
-reprogrammed by hand would report it) and the sidecar reports B in
-Placement. A second server asking A's bitstream is scheduled to that card
-and Cyborg binds it without programming. nova-compute checks the card's
-function trait against the profile before the guest starts
+The wrong function: the card's function changes after Cyborg bound the
+ARQ and before the guest starts (reprogrammed by hand, reset to its
+factory image; also what a stale ``deployable.bitstream_id`` in Cyborg,
+which makes it skip programming, leads to). Here a server asks for
+function A's bitstream; Cyborg has the sidecar program A, binds, and
+then, as nova-compute has the Bound ARQ in hand, the card loads function
+B (written to its simulated sysfs as a card reprogrammed by hand reports
+it) and the sidecar reports B in Placement. nova-compute checks the
+card's function trait against the profile before the guest starts
 (nova_cyborg.function_check):
 
 * a second host can program A: the build is rescheduled there, ACTIVE
-  with A loaded, nothing left on the first host (no ARQ, no usage) and
-  its card still holds B (no guest ever ran on it);
+  with A loaded, nothing left on the first host (no ARQ, no usage, no
+  domain) and its card still holds B (no guest ever ran on it);
 * no other host: ERROR, the fault names both functions, no ARQ, no
   allocation, no domain.
+
+The same check for a profile requiring the function trait: the card held
+A when the scheduler chose it and loads B (by hand) while Cyborg binds;
+the build is rescheduled to the other host holding A.
 
 Placement failing to free a refused host's allocation: Cyborg fails the
 bind on the first host (its ``failed`` event), nova-compute reschedules
@@ -41,6 +45,7 @@ import os  # noqa: E402
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 import requests  # noqa: E402
 
 from tests.functional.harness import waits  # noqa: E402
@@ -52,6 +57,23 @@ F_B = test_sidecar.F_B
 F_OLD = test_sidecar.F_OLD
 DEADLOCK = ('Deadlock found when trying to get lock; try restarting '
             'transaction')
+
+
+def load_by_hand(test, host, pf, function_id):
+    """The card ``pf`` of ``host`` loads ``function_id`` outside Cyborg
+    (a card reprogrammed by hand); its sidecar reports it in Placement."""
+    region = test.hosts[host].functions[pf].region
+    path = os.path.join(
+        test.sidecars[host].sysfs_root, 'bus', 'pci', 'devices', pf,
+        'fpga_region', 'region%d' % region, 'afu_id')
+    with open(path, 'w') as f:
+        f.write(function_id + '\n')
+    trait = test_sidecar.function_trait(function_id)
+    rp_name = host + '_' + pf
+    waits.wait_until(
+        lambda: (test.sidecars[host].cycle() or True) and
+        trait in test.traits(rp_name),
+        '%s reported for %s' % (trait, rp_name))
 
 
 class PlacementDeleteFault(fixtures.Fixture):
@@ -105,6 +127,34 @@ class PlacementDeleteFault(fixtures.Fixture):
             delete))
 
 
+class CardChangesAfterBind(fixtures.Fixture):
+    """The FPGA of ``host`` loads ``function_id`` by hand once nova-compute
+    has its Bound ARQ in hand, before the guest starts (after
+    nova_cyborg.compute.check_bound, before the function check)."""
+
+    def __init__(self, test, host, pf, function_id):
+        super().__init__()
+        self.test, self.host, self.pf = test, host, pf
+        self.function_id = function_id
+        self.done = False
+
+    def _setUp(self):
+        from nova_cyborg import compute
+        real = compute.check_bound
+        fixture = self
+
+        def check_bound(arqs, arq_uuids):
+            result = real(arqs, arq_uuids)
+            if not fixture.done and any(
+                    arq.get('hostname') == fixture.host for arq in result):
+                fixture.done = True
+                load_by_hand(fixture.test, fixture.host, fixture.pf,
+                             fixture.function_id)
+            return result
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.compute.check_bound', check_bound))
+
+
 class WrongFunctionTest(test_faults_events.FailedBootChecks,
                         test_sidecar.SidecarTestBase):
 
@@ -119,36 +169,21 @@ class WrongFunctionTest(test_faults_events.FailedBootChecks,
         self.start_accel_compute('compute1', memory_gb=32,
                                  function_ids=[F_OLD])
         (self.pf,) = self.pf_bdfs('compute1')
-        self.rp_name = 'compute1_' + self.pf
+        self.change = self.useFixture(
+            CardChangesAfterBind(self, 'compute1', self.pf, F_B))
 
-    def load_by_hand(self, function_id):
-        """The card at compute1 loads ``function_id`` outside Cyborg; the
-        sidecar reports it."""
-        region = self.hosts['compute1'].functions[self.pf].region
-        path = os.path.join(
-            self.sidecars['compute1'].sysfs_root, 'bus', 'pci', 'devices',
-            self.pf, 'fpga_region', 'region%d' % region, 'afu_id')
-        with open(path, 'w') as f:
-            f.write(function_id + '\n')
-        trait = test_sidecar.function_trait(function_id)
-        waits.wait_until(
-            lambda: (self.sidecars['compute1'].cycle() or True) and
-            trait in self.traits(self.rp_name),
-            '%s reported for %s' % (trait, self.rp_name))
-
-    def stale_cyborg_record(self):
-        """Cyborg believes compute1's card holds A; it holds B."""
-        first = self.boot(self.flavor)
-        self.assertEqual('compute1', first['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual(F_A, self.loaded('compute1', self.pf))
-        self._delete_server(first)
-        self.assert_nothing_left(first['id'])
-        self.load_by_hand(F_B)
-        traits = self.traits(self.rp_name)
-        self.assertNotIn(test_sidecar.function_trait(F_A), traits)
+    def assert_compute1_refused(self, server):
+        self.assertTrue(self.change.done)
+        # A was programmed for the server, then B loaded by hand.
+        self.assertEqual([(self.pf, F_A)], self.programmed('compute1'))
+        self.assertEqual(F_B, self.loaded('compute1', self.pf))
+        for name, rp in self.device_rp_uuids('compute1').items():
+            self.assertEqual(0, self._get_provider_usages(rp)['FPGA'], name)
+        conn = self.computes['compute1'].driver._host.get_connection()
+        self.assertRaises(fakelibvirt.libvirtError,
+                          conn.lookupByUUIDString, server['id'])
 
     def test_wrong_function_reschedules(self):
-        self.stale_cyborg_record()
         self.start_accel_compute('compute2', memory_gb=16,
                                  function_ids=[F_OLD])
         server = self.wait_active(self.post_server(self.flavor))
@@ -158,28 +193,45 @@ class WrongFunctionTest(test_faults_events.FailedBootChecks,
         (bound,) = self.assert_accelerated(server, 1)
         self.assertEqual([bound['uuid']],
                          [a['uuid'] for a in self.cyborg.list_arqs()])
-        # compute1 was refused: its card keeps B, it holds nothing.
-        self.assertEqual(F_B, self.loaded('compute1', self.pf))
-        self.assertEqual([(self.pf, F_A)], self.programmed('compute1'))
-        for name, rp in self.device_rp_uuids('compute1').items():
-            self.assertEqual(0, self._get_provider_usages(rp)['FPGA'], name)
-        self.assert_no_domain_on('compute1', server['id'])
+        self.assert_compute1_refused(server)
 
     def test_wrong_function_on_the_only_host(self):
-        self.stale_cyborg_record()
         server = self.wait_error(self.post_server(self.flavor))
         fault = self.fault(server)
         self.assertIn('device holds function INTEL_%s, profile asks %s'
                       % (F_B.upper(), F_A.upper()), fault)
         self.assertIn('Exhausted all hosts', fault)
         self.assert_clean(server)
-        self.assertEqual(F_B, self.loaded('compute1', self.pf))
+        self.assert_compute1_refused(server)
 
-    def assert_no_domain_on(self, host, server_id):
-        from nova.tests.fixtures import libvirt as fakelibvirt
-        conn = self.computes[host].driver._host.get_connection()
-        self.assertRaises(fakelibvirt.libvirtError,
-                          conn.lookupByUUIDString, server_id)
+
+class TraitChangedTest(test_faults_events.FailedBootChecks,
+                       test_sidecar.SidecarTestBase):
+
+    NUM_VFS = 1
+
+    def test_function_trait_changed_while_binding(self):
+        self.flavor = self.create_profile_flavor(
+            [{'resources:FPGA': '1',
+              'trait:' + test_sidecar.function_trait(F_A): 'required'}])[1]
+        for name, memory in (('compute1', 32), ('compute2', 16)):
+            self.start_accel_compute(name, memory_gb=memory,
+                                     function_ids=[F_A])
+        (pf,) = self.pf_bdfs('compute1')
+        with test_faults_events.HeldBinds() as binds:
+            server = self.post_server(self.flavor)
+            binds.wait()
+            self.assertEqual(
+                ['compute1'],
+                [b['hostname'] for _c, bindings in binds.held
+                 for b in bindings.values()])
+            load_by_hand(self, 'compute1', pf, F_B)
+            self.assertTrue(binds.bind())
+            server = self.wait_active(server)
+        self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+        self.assert_accelerated(server, 1)
+        for name, rp in self.device_rp_uuids('compute1').items():
+            self.assertEqual(0, self._get_provider_usages(rp)['FPGA'], name)
 
 
 class AllocationDeleteFaultTest(test_faults_events.FailedBootChecks,
