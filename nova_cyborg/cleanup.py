@@ -93,20 +93,25 @@ def delete_arqs_of_deleted_instance(context, instance):
 def delete_arqs_of_deleting_instance(context, instance):
     """Delete every ARQ of a server that nova-compute is deleting.
 
-    Routed from ``ComputeManager._delete_instance``. Unlike upstream, a
-    Cyborg failure is raised: the delete fails, the server goes to ERROR
-    with the reason as its fault and keeps its allocation, and deleting it
-    again frees everything. Upstream only logged it, and the server's
-    devices stayed bound in Cyborg for good while Placement showed them
-    free.
-
-    :raises: CyborgError
+    Routed from ``ComputeManager._delete_instance``, after the guest and its
+    network are gone. As upstream, a Cyborg failure is logged, not raised:
+    the user's delete succeeds, and the ARQs Cyborg could not delete are
+    named in the log, left for ``nova-cyborg-sweep-arqs`` (the sweep of
+    deleted servers' ARQs). Failing the delete there would leave an ERROR
+    server without a guest. Never raises.
     """
-    cyclient = None
-    if move.has_accelerators(instance):
-        cyclient = nc_client.get_client(context)
-        cyclient.delete_arqs_for_instance(instance.uuid)
-    unbound = _unbound_arqs(instance)
-    if unbound:
-        cyclient = cyclient or nc_client.get_client(context)
-        cyclient.delete_arqs_strictly(unbound)
+    try:
+        if move.has_accelerators(instance):
+            nc_client.get_client(context).delete_arqs_for_instance(
+                instance.uuid)
+        unbound = _unbound_arqs(instance)
+        if unbound:
+            nc_client.get_client(context).delete_arqs_strictly(unbound)
+    except exception.CyborgError as e:
+        LOG.error('Failed to delete the accelerator requests of the '
+                  'instance; they are left in Cyborg (bound to instance '
+                  '%(uuid)s, or %(unbound)s) for nova-cyborg-sweep-arqs: '
+                  '%(err)s',
+                  {'uuid': instance.uuid,
+                   'unbound': ','.join(_unbound_arqs(instance)) or '-',
+                   'err': e}, instance=instance)

@@ -33,6 +33,7 @@ from oslo_log import log as logging
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import exception
+from nova_cyborg.i18n import _
 from nova_cyborg import request_groups
 
 LOG = logging.getLogger(__name__)
@@ -116,19 +117,46 @@ def has_accelerators(instance):
                 entries(instance, ATTACHED_PREFIX))
 
 
+def _hostnames(instance):
+    """The names Cyborg may know the instance's current host by: ARQs
+    are bound with the compute node's name (the conductor, a move) or the
+    service's host name."""
+    return {name for name in (instance.host, instance.node) if name}
+
+
+def on_host(instance, arqs):
+    """The ARQs of ``arqs`` bound to the host the instance is on now."""
+    here = _hostnames(instance)
+    return [arq for arq in arqs if arq.get('hostname') in here]
+
+
 def instance_arqs(context, instance):
-    """The ARQs of the instance's guest: those bound to the instance.
+    """The ARQs of the instance's guest: those bound to the instance on the
+    host it is on now.
 
     Every path that builds the guest for a flavor with a device profile
     gets its accelerators here: hard reboot, power on, rescue, suspend and
-    resume, host reboot, the end of a resize and of its revert.
+    resume, host reboot, the end of a resize and of its revert. An ARQ
+    bound to another host (a resize that failed after the destination's
+    were bound, a dead host's) names that host's PCI functions: it is never
+    given to this guest, only logged.
 
     :returns: ARQ dicts, or [] for a flavor without a device profile and
         no accelerator attached.
     """
     if not has_accelerators(instance):
         return []
-    return nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+    arqs = nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+    mine = on_host(instance, arqs)
+    if len(mine) != len(arqs):
+        LOG.warning('Leaving out accelerator requests bound to another '
+                    'host than %(host)s: %(arqs)s',
+                    {'host': instance.node or instance.host,
+                     'arqs': ','.join('%s@%s' % (arq.get('uuid'),
+                                                 arq.get('hostname'))
+                                      for arq in arqs if arq not in mine)},
+                    instance=instance)
+    return mine
 
 
 def add_profile_groups(context, request_spec, flavor):
@@ -160,6 +188,11 @@ def bind_and_wait(virtapi, context, instance, bindings):
 
 
 def park(context, instance, arqs):
+    """Unbind ``arqs``, remembering their provider and host.
+
+    If the unbind fails, they may still be Bound: :func:`unpark` asks
+    Cyborg before it binds anything again.
+    """
     store(instance, PARKED_PREFIX, [
         '%s %s %s' % (arq['uuid'], arq['device_rp_uuid'], arq['hostname'])
         for arq in arqs])
@@ -169,9 +202,17 @@ def park(context, instance, arqs):
              ','.join(arq['uuid'] for arq in arqs), instance=instance)
 
 
+def _still_bound(context, instance):
+    return {arq.get('uuid') for arq in
+            nc_client.get_client(context).get_arqs_for_instance(
+                instance.uuid)
+            if arq.get('state') == 'Bound'}
+
+
 def unpark(virtapi, context, instance, bound=()):
-    """Bind the parked ARQs again (but those in ``bound``, which already
-    are) to their own provider and host; forget them."""
+    """Bind the parked ARQs again (but those in ``bound``, which still
+    are: their unbind failed, or their bind went through already; Cyborg
+    would refuse them) to their own provider and host; forget them."""
     again = [(u, rp, host) for u, rp, host in parked(instance)
              if u not in bound]
     if again:
@@ -195,6 +236,11 @@ def _bind_new(virtapi, context, instance, dp_name, request_spec, migration,
         for arq in arqs})
 
 
+def _foreign(instance, arqs, hostnames):
+    return [arq.get('uuid') for arq in arqs
+            if arq.get('hostname') not in hostnames]
+
+
 def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                         migration, power_off, power_on):
     """Give the server the new flavor's ARQs on the destination.
@@ -204,15 +250,20 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
     :param power_off: callable that stops the guest.
     :param power_on: callable taking ``accel_info`` that starts it again.
     :raises: InstanceFaultRollback once the source's state is restored: the
-        resize fails and the server runs on the source as before.
+        resize fails and the server runs on the source as before. If the
+        restore fails too, AcceleratorRequestBindingFailed with both
+        reasons: the server goes to ERROR.
     """
-    retire(context, instance, [])
     dp_name = _profile(flavor)
     if not dp_name and not _profile(instance.flavor):
+        retire(context, instance, [])
         return
-    source_arqs = nc_client.get_client(context).get_arqs_for_instance(
-        instance.uuid)
+    arqs = nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+    # ARQs bound to another host are left over from an earlier failure.
+    retire(context, instance, _foreign(instance, arqs, _hostnames(instance)))
+    source_arqs = on_host(instance, arqs)
     stopped_here = False
+    unsure = False
     created = []
     try:
         if source_arqs:
@@ -220,7 +271,9 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
             # must have let go of them first.
             stopped_here = instance.vm_state == vm_states.ACTIVE
             power_off()
+            unsure = True
             park(context, instance, source_arqs)
+            unsure = False
         if dp_name:
             _bind_new(virtapi, context, instance, dp_name, request_spec,
                       migration, created)
@@ -230,15 +283,85 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                   'failed; restoring the source: %(err)s',
                   {'host': migration.dest_compute, 'err': reason},
                   instance=instance)
-        retire(context, instance, created)
-        unpark(virtapi, context, instance)
-        if stopped_here:
-            power_on(instance_arqs(context, instance))
+        _restore_source(virtapi, context, instance, created, reason,
+                        power_on if stopped_here else None, unsure)
         raise nova_exception.InstanceFaultRollback(
             inner_exception=exception.AcceleratorRequestBindingFailed(
                 arqs=[], msg=reason))
     LOG.info('Accelerator requests %s are bound on %s for the move',
              ','.join(created), migration.dest_compute, instance=instance)
+
+
+def _restore_source(virtapi, context, instance, created, reason, power_on,
+                    unsure):
+    """Delete ``created``, bind the parked ARQs again, start the guest.
+
+    :param unsure: True if the unbind of the parked ARQs failed: Cyborg
+        says which are still bound, and those are not bound twice.
+    :raises: AcceleratorRequestBindingFailed naming the move's failure
+        (``reason``) and the restore's, if the restore fails.
+    """
+    try:
+        retire(context, instance, created)
+        unpark(virtapi, context, instance,
+               _still_bound(context, instance) if unsure else ())
+        if power_on:
+            power_on(instance_arqs(context, instance))
+    except Exception as e:
+        LOG.error('Restoring the accelerators of the source failed: '
+                  '%(err)s', {'err': _innermost(e)}, instance=instance)
+        # Short: Nova cuts the fault at 255 characters.
+        raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=_(
+            '%(reason)s; restoring the source failed too: %(why)s') % {
+                'reason': reason, 'why': _innermost(e)})
+
+
+def _innermost(exc):
+    """The innermost message of a failure, without repeated prefixes."""
+    msg = (getattr(exc, 'kwargs', None) or {}).get('msg')
+    if isinstance(msg, str):
+        return msg
+    if hasattr(exc, 'format_message'):
+        return exc.format_message()
+    return str(exc)[:200] or type(exc).__name__
+
+
+def undo_swap(virtapi, context, instance, migration):
+    """The resize failed on the source after :func:`swap_to_destination`
+    (the disk copy, say): the destination's ARQs go, the parked ones are
+    bound again on the source. Never raises (the resize's own error is
+    what the user sees); what fails is logged.
+    """
+    if not (parked(instance) or _profile(instance.flavor) or
+            _profile(migration_flavor(instance))):
+        return
+    source = {name for name in (migration.source_compute,
+                                migration.source_node) if name}
+    try:
+        arqs = nc_client.get_client(context).get_arqs_for_instance(
+            instance.uuid)
+        retire(context, instance, _foreign(instance, arqs, source))
+        unpark(virtapi, context, instance,
+               bound={arq.get('uuid') for arq in arqs
+                      if arq.get('hostname') in source and
+                      arq.get('state') == 'Bound'})
+    except Exception as e:
+        LOG.error('Could not give the source %(host)s its accelerators back '
+                  'after the resize failed: %(err)s',
+                  {'host': migration.source_compute,
+                   'err': nc_compute.build_fault_message(e)},
+                  instance=instance)
+        return
+    LOG.info('The resize failed: the accelerators of the source are bound '
+             'again, those of the destination deleted', instance=instance)
+
+
+def migration_flavor(instance):
+    """The flavor the instance is being resized to, if any."""
+    try:
+        return instance.new_flavor
+    except Exception:  # noqa: B902 (not set, not loadable)
+        return None
 
 
 def confirm(context, instance):

@@ -59,9 +59,9 @@ def accel_info_for(context, instance):
     ``context`` may be a service's own admin context: the client then calls
     Cyborg as the service user.
 
-    :returns: the ARQs of the host the instance is on now (see
-        :func:`nova_cyborg.move.instance_arqs`), or [] for a flavor without
-        a device profile.
+    :returns: the ARQs bound to the host the instance is on now (see
+        :func:`nova_cyborg.move.instance_arqs`; those bound to another host
+        are left out), or [] for a flavor without a device profile.
     """
     return move.instance_arqs(context, instance)
 

@@ -14,6 +14,7 @@ from tests.functional import base  # noqa: F401,I100
 
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
+from oslo_concurrency import processutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
@@ -226,3 +227,74 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assertEqual([new[0]['uuid']],
                          [a['uuid'] for a in self.bound_on('compute2')])
         self.assert_guest_devices(server, self.bound_on('compute2'))
+
+    # A failure after the destination's ARQs were bound: the source gets
+    # its own back, the destination's go.
+
+    def wait_idle(self, status):
+        return self._wait_for_server_parameter(
+            self.server, {'status': status, 'OS-EXT-STS:task_state': None})
+
+    def assert_source_again(self):
+        """The server's ARQ is the source's own, Bound on compute1 again;
+        nothing of compute2 is left (ARQ, allocation); a hard reboot builds
+        the guest with the source's VF only."""
+        arqs = self.bound_on('compute1')
+        self.assertEqual([a['uuid'] for a in self.arqs],
+                         [a['uuid'] for a in arqs])
+        self.assert_host_free('compute2')
+        self._reboot_server(self.server, hard=True)
+        server = self.assert_running_on('compute1')
+        # The guest's VF is that of the source's own ARQ, whose provider
+        # is compute1's (both hosts have the same BDFs).
+        self.assertEqual([self.arq_bdf(a) for a in self.arqs],
+                         self.hostdev_bdfs(server))
+
+    def test_disk_copy_failing_gives_the_source_its_device_back(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'migrate_disk_and_power_off',
+            side_effect=processutils.ProcessExecutionError(
+                'injected: disk copy failed')))
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        server = self.wait_idle('ERROR')
+        self.assertEqual('ProcessExecutionError', server['fault']['message'])
+        self._wait_for_migration_status(server, ['error'])
+        self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
+        self.assert_source_again()
+
+    def test_restore_failing_too_gives_both_reasons(self):
+        # Every bind fails: the destination's, then the source's again.
+        def bind_arqs(cyclient, bindings):
+            hosts = {b['hostname'] for b in bindings.values()}
+            raise nc_exception.CyborgError(
+                op='bind', status=503,
+                msg='injected on %s' % ','.join(sorted(hosts)))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        server = self.wait_idle('ERROR')
+        fault = server['fault']['message']
+        self.assertIn('injected on compute2', fault)
+        self.assertIn('restoring the source failed too', fault)
+        self.assertIn('injected on compute1', fault)
+        self.assertLess(fault.index('compute2'), fault.index('compute1'))
+        # Nothing is left on the destination.
+        self.assert_host_free('compute2')
+
+    def test_unbind_failing_is_not_bound_twice(self):
+        # Cyborg fails the source's unbind (the ARQ stays Bound): the
+        # rollback must not bind it again (Cyborg would refuse, and the
+        # server would go to ERROR).
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.client.CyborgClient.unbind_arqs',
+            side_effect=nc_exception.CyborgError(
+                op='unbind', msg='injected: HTTP 503', status=503)))
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        server = self._assert_rolled_back()
+        event = self._wait_for_instance_action_event(
+            server, 'migrate', 'compute_resize_instance', 'Error')
+        self.assertIn('injected: HTTP 503', str(event.get('details')))
+        self.assertEqual([a['uuid'] for a in self.arqs],
+                         [a['uuid'] for a in self.bound_on('compute1')])
+        self.assert_host_free('compute2')

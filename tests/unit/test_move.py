@@ -73,6 +73,7 @@ class MoveTestBase(test.NoDBTestCase):
         self.calls.attach_mock(self.get_bound, 'get_bound_arqs')
         self.instance = objects.Instance(
             uuid=uuids.inst, vm_state=vm_states.ACTIVE,
+            host='src-host', node='src-host',
             flavor=_flavor('dp-old'), system_metadata={})
         self.save = self.useFixture(fixtures.MockPatchObject(
             self.instance, 'save')).mock
@@ -95,6 +96,23 @@ class InstanceArqsTest(MoveTestBase):
         self.get_client.assert_called_once_with(self.context)
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
+
+    def test_arqs_of_another_host_are_left_out(self):
+        # A resize that failed after the destination's ARQs were bound:
+        # the source's guest never gets the destination's devices.
+        dest = _arq(uuids.b0, uuids.dest_rp0, 'dest-node')
+        self.cyclient.get_arqs_for_instance.return_value = SOURCE + [dest]
+        self.assertEqual(SOURCE,
+                         move.instance_arqs(self.context, self.instance))
+        self.instance.host = self.instance.node = 'dest-node'
+        self.assertEqual([dest],
+                         move.instance_arqs(self.context, self.instance))
+
+    def test_bound_with_the_service_host_name(self):
+        self.instance.node = 'src-node.example.com'
+        self.cyclient.get_arqs_for_instance.return_value = SOURCE
+        self.assertEqual(SOURCE,
+                         move.instance_arqs(self.context, self.instance))
 
     def test_without_profile(self):
         self.instance.flavor = _flavor()
@@ -258,9 +276,9 @@ class SwapToDestinationTest(MoveTestBase):
                                          RETIRED + '1': uuids.r1}
         self.swap()
         self.assertEqual(
-            [mock.call.cyborg.delete_arqs_strictly([uuids.r0, uuids.r1]),
-             mock.call.save(),
-             mock.call.cyborg.get_arqs_for_instance(uuids.inst)],
+            [mock.call.cyborg.get_arqs_for_instance(uuids.inst),
+             mock.call.cyborg.delete_arqs_strictly([uuids.r0, uuids.r1]),
+             mock.call.save()],
             self.calls.mock_calls[:3])
         self.assertEqual(SOURCE_PARKED, self.meta())
 
@@ -369,11 +387,59 @@ class SwapToDestinationTest(MoveTestBase):
         self.cyclient.bind_arqs.side_effect = (
             exception.AcceleratorRequestBindingFailed(
                 arqs=[uuids.a0, uuids.a1], msg='Cyborg is gone'))
-        self.assertRaises(exception.AcceleratorRequestBindingFailed,
-                          self.swap)
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.swap)
+        # Not a rollback (the server goes to ERROR), and both reasons are
+        # given: the move's first, then the restore's.
+        msg = exc.format_message()
+        self.assertIn('boom', msg)
+        self.assertIn('restoring the source failed too', msg)
+        self.assertIn('Cyborg is gone', msg)
+        self.assertLess(msg.index('boom'), msg.index('Cyborg is gone'))
         # Not forgotten: a later revert or cleanup can still find them.
         self.assertEqual(SOURCE_PARKED, self.meta())
         self.calls.power_on.assert_not_called()
+
+    def test_power_on_failing_keeps_the_first_error(self):
+        self.cyclient.create_arqs.side_effect = exception.CyborgError(
+            op='create', msg='boom')
+        self.calls.power_on.side_effect = ValueError('libvirt said no')
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.swap)
+        self.assertIn('boom', exc.format_message())
+        self.assertIn('libvirt said no', exc.format_message())
+
+    def test_unbind_failure_binds_nothing_twice(self):
+        # The unbind fails: the source's ARQs are still Bound; the restore
+        # asks Cyborg and binds none of them again.
+        self.cyclient.unbind_arqs.side_effect = exception.CyborgError(
+            op='unbind', msg='injected 503', status=503)
+        exc = self.assertRaises(nova_exception.InstanceFaultRollback,
+                                self.swap)
+        self.assertIn('injected 503', exc.format_message())
+        self.cyclient.bind_arqs.assert_not_called()
+        self.cyclient.create_arqs.assert_not_called()
+        self.assertEqual({}, self.meta())
+        self.calls.power_on.assert_called_once_with(SOURCE)
+
+    def test_partial_unbind_binds_only_the_unbound_again(self):
+        def unbind(arq_uuids):
+            self.cyclient.get_arqs_for_instance.return_value = SOURCE[1:]
+            raise exception.CyborgError(op='unbind', msg='half', status=503)
+        self.cyclient.unbind_arqs.side_effect = unbind
+        self.assertRaises(nova_exception.InstanceFaultRollback, self.swap)
+        self.cyclient.bind_arqs.assert_called_once_with(
+            {uuids.a0: PARKED_BINDINGS[uuids.a0]})
+
+    def test_arqs_of_another_host_are_deleted_not_parked(self):
+        stale = _arq(uuids.stale, uuids.dest_rp0, 'dest-node')
+        self.cyclient.get_arqs_for_instance.return_value = SOURCE + [stale]
+        self.swap()
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.stale])
+        self.cyclient.unbind_arqs.assert_called_once_with(
+            [uuids.a0, uuids.a1])
+        self.assertEqual(SOURCE_PARKED, self.meta())
 
     def test_none_to_profile_failure_does_not_reboot_the_guest(self):
         self.instance.flavor = _flavor()
@@ -485,3 +551,57 @@ class RevertTest(MoveTestBase):
         move.rebind_at_source(self.virtapi, self.context, self.instance)
         self.cyclient.bind_arqs.assert_not_called()
         self.get_bound.assert_not_called()
+
+
+class UndoSwapTest(MoveTestBase):
+    """The resize failed on the source after the swap (the disk copy)."""
+
+    def setUp(self):
+        super().setUp()
+        self.migration = objects.Migration(
+            source_compute='src-host', source_node='src-host',
+            dest_compute='dest-host', dest_node='dest-node')
+        self.instance.system_metadata = dict(SOURCE_PARKED)
+        self.instance.new_flavor = _flavor('dp-new')
+        self.dest = [_arq(uuids.b0, uuids.dest_rp0, 'dest-node'),
+                     _arq(uuids.b1, uuids.dest_rp1, 'dest-node')]
+        self.cyclient.get_arqs_for_instance.return_value = self.dest
+
+    def test_destination_deleted_source_bound_again(self):
+        move.undo_swap(self.virtapi, self.context, self.instance,
+                       self.migration)
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.b0, uuids.b1])
+        self.cyclient.bind_arqs.assert_called_once_with(PARKED_BINDINGS)
+        names = self.names()
+        self.assertLess(names.index('cyborg.delete_arqs_strictly'),
+                        names.index('cyborg.bind_arqs'))
+        self.assertEqual({}, self.meta())
+
+    def test_swap_already_undone(self):
+        # swap_to_destination rolled back itself: nothing parked, nothing
+        # on the destination.
+        self.instance.system_metadata = {}
+        self.cyclient.get_arqs_for_instance.return_value = SOURCE
+        move.undo_swap(self.virtapi, self.context, self.instance,
+                       self.migration)
+        self.cyclient.delete_arqs_strictly.assert_not_called()
+        self.cyclient.bind_arqs.assert_not_called()
+
+    def test_no_accelerators_asks_nobody(self):
+        self.instance.system_metadata = {}
+        self.instance.flavor = _flavor()
+        self.instance.new_flavor = _flavor()
+        move.undo_swap(self.virtapi, self.context, self.instance,
+                       self.migration)
+        self.get_client.assert_not_called()
+
+    def test_cyborg_failing_is_logged_not_raised(self):
+        self.cyclient.bind_arqs.side_effect = (
+            exception.AcceleratorRequestBindingFailed(arqs=[], msg='gone'))
+        with mock.patch.object(move.LOG, 'error') as error:
+            move.undo_swap(self.virtapi, self.context, self.instance,
+                           self.migration)
+        self.assertIn('gone', str(error.call_args))
+        # Still remembered for a later cleanup.
+        self.assertEqual(SOURCE_PARKED, self.meta())

@@ -302,7 +302,7 @@ class TestApplyRevert(NovaCopyTestCase):
 
         self.assertEqual(1, rc)
         self.assertIn('0004-libvirt-route-accel-devices.patch', err)
-        self.assertIn('hunk #6', err)
+        self.assertIn('hunk #7', err)
         self.assertIn('nothing was changed', err)
         self.assertUnchanged(corrupted)
         rc, out, err = self.run_tool('check')

@@ -240,17 +240,29 @@ class AccelInfoForTestCase(testtools.TestCase):
     def _instance(self, extra_specs):
         return mock.Mock(uuid='1f1c2a9e-5b7d-4c10-8a2b-3c4d5e6f7a8b',
                          flavor=mock.Mock(extra_specs=extra_specs),
-                         system_metadata={})
+                         system_metadata={}, host='host1', node='host1')
 
     @mock.patch('nova_cyborg.client.get_client')
     def test_arqs_of_an_accelerated_instance(self, get_client):
-        get_client.return_value.get_arqs_for_instance.return_value = ['arq']
+        arq = {'uuid': 'a', 'hostname': 'host1'}
+        get_client.return_value.get_arqs_for_instance.return_value = [arq]
         instance = self._instance({'accel:device_profile': 'dp'})
-        self.assertEqual(['arq'],
+        self.assertEqual([arq],
                          nc_libvirt.accel_info_for('ctx', instance))
         get_client.assert_called_once_with('ctx')
         get_client.return_value.get_arqs_for_instance.assert_called_once_with(
             instance.uuid)
+
+    @mock.patch('nova_cyborg.client.get_client')
+    def test_arqs_bound_to_another_host_are_left_out(self, get_client):
+        # A failed resize left the destination's ARQ bound: its PCI
+        # function is host2's, never this guest's.
+        here = {'uuid': 'a', 'hostname': 'host1'}
+        there = {'uuid': 'b', 'hostname': 'host2'}
+        get_client.return_value.get_arqs_for_instance.return_value = [
+            here, there]
+        instance = self._instance({'accel:device_profile': 'dp'})
+        self.assertEqual([here], nc_libvirt.accel_info_for('ctx', instance))
 
     @mock.patch('nova_cyborg.client.get_client')
     def test_no_profile_asks_nobody(self, get_client):
