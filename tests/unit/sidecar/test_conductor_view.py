@@ -7,13 +7,17 @@ the real cyborg-conductor, Placement and Glance.
 """
 
 import contextlib
+from unittest import mock
 
+import fixtures
 import testtools
 
 from sidecar import conductor_view
 from sidecar import exception
 from sidecar import model
 from sidecar import program
+from sidecar import service
+from tests.unit.sidecar import utils
 
 HOST = 'compute1'
 ADDRESS = '0000:81:00.0'
@@ -262,3 +266,61 @@ class ConductorViewTest(testtools.TestCase):
         self.assertIn(NAME, str(lie))
         self.assertIn('dep-1', str(lie))
         self.assertIn(T_B, str(lie))
+
+
+class SidecarHookTest(testtools.TestCase):
+    """Where the discovery cycle calls the view."""
+
+    def setUp(self):
+        super().setUp()
+        conf = utils.make_conf()
+        conf.set_override('host', HOST)
+        self.devices = [_device(T_A)]
+        self.calls = []
+        self.reporter = mock.Mock(**{'report.return_value': True})
+        self.reconciler = mock.Mock(**{'report_due.return_value': False})
+        self.reconciler.converge.side_effect = (
+            lambda *a, **kw: self.calls.append('converge') or {})
+        self.view = mock.Mock()
+        self.view.check.side_effect = (
+            lambda devices, send: self.calls.append('view'))
+        self.useFixture(fixtures.MonkeyPatch(
+            'sidecar.rpc.get_agent_server', mock.Mock()))
+        self.sidecar = service.Sidecar(
+            conf, mock.Mock(),
+            mock.Mock(**{'discover.return_value': self.devices}),
+            self.reporter, mock.Mock(), mock.Mock(),
+            mock.Mock(**{'find_provider.return_value': 'root'}),
+            self.reconciler, view=self.view)
+
+    def test_checked_after_the_report_before_the_reconciler(self):
+        self.assertTrue(self.sidecar.run_cycle())
+        self.assertEqual(['view', 'converge'], self.calls)
+        self.view.check.assert_called_once_with(self.devices, send=mock.ANY)
+
+    def test_send_reports_exactly_the_devices_given(self):
+        self.sidecar.run_cycle()
+        send = self.view.check.call_args[1]['send']
+        self.reporter.reset_mock()
+        send([])
+        self.reporter.invalidate.assert_called_once_with()
+        self.reporter.report.assert_called_once_with(
+            mock.ANY, [], prepare=mock.ANY)
+
+    def test_a_failing_check_does_not_stop_the_cycle(self):
+        self.view.check.side_effect = RuntimeError('boom')
+        self.assertTrue(self.sidecar.run_cycle())
+        self.reconciler.converge.assert_called_once_with(
+            'root', self.devices, report_again=mock.ANY)
+        # The full list is sent next cycle.
+        self.reporter.invalidate.assert_called_once_with()
+
+    def test_not_checked_when_the_report_failed(self):
+        self.reporter.report.side_effect = RuntimeError('no conductor')
+        self.assertFalse(self.sidecar.run_cycle())
+        self.view.check.assert_not_called()
+
+    def test_programming_marks_the_cards_for_the_next_cycle(self):
+        self.sidecar.report_now()
+        self.view.invalidate.assert_called_once_with()
+        self.view.check.assert_not_called()
