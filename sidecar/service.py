@@ -240,6 +240,8 @@ class Sidecar:
         after cyborg-conductor's database was restored, for example."""
         LOG.info('Full report requested')
         self.reporter.invalidate()
+        if self.view is not None:
+            self.view.invalidate()
         self._wake.set()
 
     def stop(self):

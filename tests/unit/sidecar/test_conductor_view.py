@@ -324,3 +324,8 @@ class SidecarHookTest(testtools.TestCase):
         self.sidecar.report_now()
         self.view.invalidate.assert_called_once_with()
         self.view.check.assert_not_called()
+
+    def test_resync_compares_every_card_again(self):
+        # After cyborg-conductor's database was restored, for example.
+        self.sidecar.resync()
+        self.view.invalidate.assert_called_once_with()
