@@ -442,7 +442,8 @@ class Daemon:
         self.config = sidecar_fixture.write_config(
             os.path.join(base_dir, 'sidecar.conf'), host=hostname,
             sysfs_root=self.sysfs_root, state_path=self.state,
-            placement_url=test.placement_url, glance_url=glance.endpoint)
+            placement_url=test.placement_url, glance_url=glance.endpoint,
+            cyborg_url=test.cyborg.endpoint)
         helper = os.path.join(os.path.dirname(sys.executable),
                               'privsep-helper')
         with open(self.config, 'a') as f:
