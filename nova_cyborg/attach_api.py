@@ -20,7 +20,9 @@ work happens in nova-compute and is recorded as the instance action
   ``:remove``, project member or admin by default).
 * 404: no such server.
 * 409: server locked, not ACTIVE or SHUTOFF, or busy with another task
-  (an attach or detach under way included); a running server that already
+  (an attach or detach under way included); the server's nova-compute
+  does not serve these actions (not patched by nova-cyborg, see
+  :mod:`nova_cyborg.rpc`) or does not answer; a running server that already
   has accelerators (stop it first); a profile attached already (add) or
   not attached (remove); removing a mediated device from a running server
   (stop it first).
@@ -122,6 +124,7 @@ def _server_count(context, instance):
 
 def _start(context, instance, method, action, dp_name):
     """Set the task state, record the action, hand over to the compute."""
+    rpc.check_compute(context, instance.host)
     instance.task_state = rpc.TASK_STATES[method]
     instance.save(expected_task_state=[None])
     objects.InstanceAction.action_start(context, instance.uuid, action,

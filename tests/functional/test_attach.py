@@ -300,3 +300,25 @@ class MdevAttachTest(base.AcceleratorTestBase):
             server, 'removeAccelerator', 'compute_remove_accelerator',
             'Success')
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
+
+
+class UnservedComputeTest(base.AcceleratorTestBase):
+    """A compute that does not serve the actions' RPC namespace."""
+
+    def test_a_compute_that_cannot_serve_the_action_is_named(self):
+        # As a compute not patched by nova-cyborg: no nova_cyborg endpoint.
+        with fixtures.MonkeyPatch('nova_cyborg.rpc.endpoints',
+                                  lambda manager: []):
+            self.start_accel_compute('compute1')
+        dp, _flavor = self.create_profile_flavor(PROFILE)
+        server = self.boot(self._create_flavor(name='plain'))
+        ex = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            server['id'], {'addAccelerator': {'device_profile': dp}})
+        self.assertEqual(409, ex.response.status_code)
+        self.assertIn('nova-compute on host compute1 cannot attach or '
+                      'detach accelerators: it does not serve RPC namespace '
+                      'nova_cyborg 1.0', str(ex))
+        server = self.api.get_server(server['id'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))

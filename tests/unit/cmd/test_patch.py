@@ -85,8 +85,7 @@ ROUTING = {
         'nc_cleanup.delete_arqs_of_deleting_instance(context, instance)',
         'nc_cleanup.delete_arqs_of_deleted_instance(context, instance)',
         'reason=nc_compute.build_fault_message(exc))',
-        'nc_attach.add(self, context, instance, device_profile)',
-        'nc_attach.remove(self, context, instance, device_profile)',
+        'self.additional_endpoints.extend(nc_rpc.endpoints(self))',
     ],
     'nova/api/openstack/compute/routes.py': [
         'from nova_cyborg import attach_api as nc_attach_api',
@@ -386,7 +385,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#1 applied, #2 pristine, #3 applied', err)
+        self.assertIn('#2 applied, #3 pristine, #4 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):
