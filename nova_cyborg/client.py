@@ -8,27 +8,14 @@ what matters:
 
 * every failure raises an exception that names the operation, the HTTP
   status and Cyborg's own message; nothing is swallowed or logged twice;
-* binding, unbinding and deleting the ARQs of an instance require a
-  service token (Cyborg 17 refuses them without one), and a missing
-  ``[service_user]`` configuration is reported as such rather than as
-  Cyborg's 403; every call carries the token when ``[service_user]
-  send_service_user_token`` is set. Deleting ARQs by UUID
-  (:meth:`CyborgClient.delete_arqs_by_uuid`) does not require it: it
-  deletes ARQs that were never bound, which Cyborg lets any caller of
-  their project (or an admin) delete, so a boot that fails for want of
-  the token still leaves nothing behind;
-* a server's ARQs belong to the server's project, whoever acts: Cyborg 17
-  puts an ARQ in the caller's project when it is created and bound, so
-  binding ARQs for a server of another project (an admin moving,
-  unshelving or attaching to a user's server) is done as the
-  ``[service_user]``, which sets the ARQs' ``project_id`` to the server's
-  (Cyborg allows that to an admin at API 2.1 only); reading, unbinding and
-  deleting ARQs are done as the ``[service_user]`` too, so that every ARQ of
-  a server is seen whoever calls (Cyborg shows a non-admin only its own
-  project's);
-* a context without a user token (a service's own admin context) calls
-  Cyborg as the ``[service_user]`` instead of being refused with 401, if
-  ``[nova_cyborg] service_user_without_user_token`` allows it;
+* a server's ARQs belong to the server's project, whoever acts (Cyborg 17
+  takes the caller's): binding for a server of another project is done as
+  the ``[service_user]`` with the server's ``project_id`` (API 2.1), and
+  reads, unbinding and deletions as the ``[service_user]``, who sees every
+  project's ARQs (see :mod:`nova_cyborg.client_auth` for who calls, and
+  the service token: binding, unbinding and deleting an instance's ARQs
+  require it; deleting never-bound ARQs by UUID does not, so that a boot
+  refused for want of it still leaves nothing behind);
 * deleting by UUID tolerates ARQs that are already gone, so cleanup is
   idempotent;
 * ``get_arqs_for_instance`` returns an empty list for an instance that has
@@ -59,6 +46,7 @@ import nova.conf
 from nova import service_auth
 from nova import utils as nova_utils
 
+from nova_cyborg import client_auth
 from nova_cyborg import conf as nc_conf  # noqa: F401 (registers options)
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -95,7 +83,6 @@ DEFAULT_RETRIES = 6
 
 _SESSION = None
 _SESSION_LOCK = threading.Lock()
-_WARNED = False
 
 
 def _get_session():
@@ -141,25 +128,6 @@ def _retries(method):
     return retries
 
 
-def _service_user():
-    """The ``[service_user]`` auth plugin, None if it is not configured.
-
-    Cyborg shows an admin (a token with the ``admin`` role) the ARQs of
-    every project, and lets it set an ARQ's project when binding: the
-    service user must have that role. Without ``[service_user]``, the
-    context's user calls instead, and sees only its own project's ARQs.
-    """
-    global _WARNED
-    auth = service_auth.get_service_auth_plugin(
-        nova.conf.service_token.SERVICE_USER_GROUP)
-    if auth is None and not _WARNED:
-        _WARNED = True
-        LOG.warning('[service_user] is not configured: nova-cyborg calls '
-                    'Cyborg as the request\'s user, who sees only the '
-                    'accelerator requests of its own project')
-    return auth
-
-
 def _error_text(resp):
     """Return Cyborg's error message from a response, bounded in size."""
     try:
@@ -186,52 +154,11 @@ class CyborgClient(object):
         # instances without accelerators never need Cyborg to be reachable.
         if self._adapter is None:
             auth = service_auth.get_service_user_token_auth_plugin(
-                self._context, user_auth=self._service_user_auth(op))
+                self._context, user_auth=client_auth.stand_in(
+                    self._context, op))
             self._adapter = nova_utils.get_ksa_adapter(
                 'accelerator', ksa_auth=auth, ksa_session=_get_session())
         return self._adapter
-
-    def _service_auth(self):
-        """The auth of a call as the service user (see
-        :func:`_service_user`), None to call as the context's user."""
-        user_auth = _service_user()
-        if user_auth is None:
-            return None
-        return service_auth.get_service_user_token_auth_plugin(
-            self._context, user_auth=user_auth)
-
-    def _service_user_auth(self, op):
-        """The service user's auth plugin if the context has no user token.
-
-        A context made by a service (``get_admin_context()``) has no token;
-        Cyborg would answer it 401. Return None for a context with a token,
-        whose own token is used.
-
-        :raises: CyborgError if the context has no token and the service
-            user may not or cannot stand in for it.
-        """
-        if getattr(self._context, 'auth_token', None):
-            return None
-        if not CONF.nova_cyborg.service_user_without_user_token:
-            raise exception.CyborgError(op=op, msg=_(
-                'the request context has no user token and [nova_cyborg] '
-                'service_user_without_user_token is false'))
-        auth = service_auth.get_service_auth_plugin(
-            nova.conf.service_token.SERVICE_USER_GROUP)
-        if auth is None:
-            raise exception.CyborgError(op=op, msg=_(
-                'the request context has no user token and the service user '
-                'cannot stand in for it: set [service_user] auth_type and '
-                'its credentials in nova.conf'))
-        return auth
-
-    def _require_service_token(self, op):
-        if (CONF.nova_cyborg.require_service_token and
-                not CONF.service_user.send_service_user_token):
-            raise exception.CyborgError(op=op, msg=_(
-                'Cyborg requires a service token to %s accelerator requests '
-                'of an instance; set [service_user] send_service_user_token '
-                'and its credentials in nova.conf') % op)
 
     def _call(self, op, method, url, expected, as_service=False, **kwargs):
         """Call Cyborg and return the response if its status is expected.
@@ -246,7 +173,8 @@ class CyborgClient(object):
         call = '%s %s' % (method.upper(), url)
         try:
             adapter = self._get_adapter(op)
-            auth = self._service_auth() if as_service else None
+            auth = (client_auth.as_service_user(self._context)
+                    if as_service else None)
             if auth is not None:
                 kwargs['auth'] = auth
             resp = getattr(adapter, method)(url, **kwargs)
@@ -379,7 +307,7 @@ class CyborgClient(object):
             kwargs = {'as_service': True, 'headers': PROJECT_ID_VERSION}
         LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
         try:
-            self._require_service_token(_('bind'))
+            client_auth.require_service_token(_('bind'))
             self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch,
                        **kwargs)
         except exception.CyborgError as e:
@@ -401,7 +329,7 @@ class CyborgClient(object):
                                           'instance_uuid')]
                  for arq_uuid in arq_uuids}
         LOG.info('Unbinding ARQs %s', ','.join(sorted(arq_uuids)))
-        self._require_service_token(_('unbind'))
+        client_auth.require_service_token(_('unbind'))
         self._call(_('unbind'), 'patch', ARQ_URL, (200, 202), json=patch,
                    as_service=True)
 
@@ -437,7 +365,7 @@ class CyborgClient(object):
 
     def delete_arqs_for_instance(self, instance_uuid):
         """Unbind and delete every ARQ of the instance (idempotent)."""
-        self._require_service_token(_('delete'))
+        client_auth.require_service_token(_('delete'))
         self._call(_('delete'), 'delete', ARQ_URL, (204,), as_service=True,
                    params={'instance': instance_uuid})
 
@@ -488,7 +416,7 @@ class CyborgClient(object):
         arq_uuids = [u for u in (arq_uuids or []) if u]
         if not arq_uuids:
             return
-        self._require_service_token(_('delete'))
+        client_auth.require_service_token(_('delete'))
         try:
             self._call(_('delete'), 'delete', ARQ_URL, (204,),
                        as_service=True,

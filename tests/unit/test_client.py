@@ -400,11 +400,20 @@ class ProjectTest(ClientTestBase):
     def test_without_service_user_the_caller_reads(self):
         self.flags(send_service_user_token=False, auth_type=None,
                    group='service_user')
+        self.useFixture(test.fixtures.MonkeyPatch(
+            'nova_cyborg.client_auth._WARNED', False))
+        log = self.useFixture(test.fixtures.MockPatch(
+            'nova_cyborg.client_auth.LOG')).mock
         self.requests.get(ARQS, json={'arqs': []})
+        self.client.get_arqs_for_instance(uuids.inst)
         self.client.get_arqs_for_instance(uuids.inst)
         headers = self.requests.last_request.headers
         self.assertEqual('user-token', headers['X-Auth-Token'])
         self.assertNotIn('X-Service-Token', headers)
+        # Said once, not at every call.
+        self.assertEqual(1, log.warning.call_count)
+        self.assertIn('[service_user] is not configured',
+                      log.warning.call_args[0][0])
 
 
 class UnbindAndDeleteStrictlyTest(ClientTestBase):
