@@ -105,17 +105,44 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
         self.assertEqual([(self.pf, F_A), (self.pf, F_B), (self.pf, F_A)],
                          self.programmed('compute1'))
 
-    def test_out_of_band_programming(self):
-        self._setup()
-        # Someone loads F_B with the card's own tool.
+    def _load_out_of_band(self, function_id):
+        """Load ``function_id`` with the card's own tool, not the
+        sidecar."""
         region = self.hosts['compute1'].functions[self.pf].region
         path = os.path.join(
             self.sidecars['compute1'].sysfs_root, 'bus', 'pci', 'devices',
             self.pf, 'fpga_region', 'region%d' % region, 'afu_id')
         with open(path, 'w') as f:
-            f.write(F_B + '\n')
+            f.write(function_id + '\n')
+
+    def test_out_of_band_programming(self):
+        self._setup()
+        self._load_out_of_band(F_B)
         # The next discovery cycle sees the change.
         self.sidecars['compute1'].cycle()
         self.assertIn(function_trait(F_B), self.traits(self.name))
         self._forgotten(self.name, (None,))
         self._boot_asking_a_again()
+
+    def test_not_registered_again_under_a_server(self):
+        self._setup()
+        server = self.boot(self.flavor_a)
+        self.assert_accelerated(server, 1)
+        uuid = self._deployable(self.name)['uuid']
+        # The card changes under the server (out of band): the record is
+        # stale, but the server's allocation and ARQ hold the card.
+        self._load_out_of_band(F_B)
+        self.sidecars['compute1'].cycle()
+        self.assertEqual(self.image_a, self._recorded(self.name))
+        self.assertEqual(uuid, self._deployable(self.name)['uuid'])
+        view = self.sidecars['compute1'].sidecar.view
+        self.assertEqual(0, view.repairs)
+        self.assertIn(self.pf, view.pending())
+        self.assertEqual(
+            'Bound', self.cyborg.list_arqs(server['id'])[0]['state'])
+        # Once the server is gone, the next cycle repairs it.
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
+        self.sidecars['compute1'].cycle()
+        self._forgotten(self.name, (None,))
+        self.assertEqual(1, view.repairs)
