@@ -57,11 +57,10 @@ build_timeout = 120
 
 [compute-feature-enabled]
 resize = true
-# Disabled: a cold migration is an admin's request, and nova-cyborg creates
-# the destination's ARQs in the admin's project, which the server owner's
-# later requests (and its delete) do not see in Cyborg 17. The functional
-# tests cover cold migration; see the release notes' known issues.
-cold_migration = false
+# A cold migration is an admin's request on a user's server: the plugin's
+# AdminColdMigrationTest moves it as an admin of another project, then the
+# owner confirms or deletes it.
+cold_migration = true
 live_migration = false
 shelve = true
 suspend = true
