@@ -78,6 +78,14 @@ class ThroughDaemonTest(testtools.TestCase):
     and errors cross the channel."""
 
     def test_calls_and_errors_cross_the_channel(self):
+        # The fixture's Config fixture resets the global CONF when it
+        # ends, which drops the defaults privileged.py's context set too
+        # (capabilities then read []): give them back for the next test
+        # in this worker.
+        group = cfg.CONF.sidecar_privsep
+        for name in ('capabilities', 'user', 'group'):
+            self.addCleanup(cfg.CONF.set_default, name, group[name],
+                            group='sidecar_privsep')
         self.useFixture(privsep_fixture.UnprivilegedPrivsepFixture(
             privileged.sidecar_pctxt, {}))
         tmp = self.useFixture(fixtures.TempDir()).path
