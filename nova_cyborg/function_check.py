@@ -31,14 +31,14 @@ from nova import exception as nova_exception
 from nova.scheduler.client import report
 
 from nova_cyborg import client as nc_client
+from nova_cyborg import fpga_function
 from nova_cyborg.i18n import _
 
 LOG = logging.getLogger(__name__)
 
-BITSTREAM_KEY = 'accel:bitstream_id'
-FUNCTION_KEY = 'accel:function_id'
-TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
-TRAIT_KEY_PREFIX = 'trait:' + TRAIT_PREFIX
+BITSTREAM_KEY = fpga_function.BITSTREAM_KEY
+FUNCTION_KEY = fpga_function.FUNCTION_KEY
+TRAIT_PREFIX = fpga_function.TRAIT_PREFIX
 
 
 class FunctionCheckFailed(nova_exception.AcceleratorRequestOpFailed):
@@ -57,18 +57,14 @@ class FunctionUnverified(FunctionCheckFailed):
 
 
 def _function_of_image(context, image_id):
-    from nova.image import glance
     try:
-        image = glance.API().get(context, image_id)
+        return fpga_function.function_of_image(context, image_id)
+    except fpga_function.NoFunction as exc:
+        raise FunctionUnverified(reason=str(exc))
     except Exception as exc:  # noqa: B902 (any failure: not verified)
         raise FunctionUnverified(reason=_(
             'the function of bitstream %(image)s cannot be read: %(err)s') %
             {'image': image_id, 'err': exc})
-    function_id = ((image or {}).get('properties') or {}).get(FUNCTION_KEY)
-    if not function_id or not isinstance(function_id, str):
-        raise FunctionUnverified(reason=_(
-            'bitstream %s names no accel:function_id') % image_id)
-    return function_id
 
 
 def wanted(context, group):
@@ -84,9 +80,7 @@ def wanted(context, group):
                 _function_of_image(context, str(group[BITSTREAM_KEY])))
     if group.get(FUNCTION_KEY):
         return ('function', str(group[FUNCTION_KEY]))
-    traits = sorted(key[len('trait:'):] for key, value in group.items()
-                    if key.startswith(TRAIT_KEY_PREFIX) and
-                    value == 'required')
+    traits = fpga_function.required_function_traits(group)
     return ('trait', traits[0]) if traits else None
 
 
@@ -95,8 +89,7 @@ def holds(traits, want):
     kind, value = want
     if kind == 'trait':
         return value in traits
-    suffix = '_' + value.upper()
-    return any(t.endswith(suffix) for t in traits)
+    return any(fpga_function.names(t, value) for t in traits)
 
 
 def _describe(want):

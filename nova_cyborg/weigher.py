@@ -48,15 +48,16 @@ from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 
 from nova_cyborg import conf
+from nova_cyborg import fpga_function
 from nova_cyborg import request_groups
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
-DP_EXTRA_SPEC = 'accel:device_profile'
-FUNCTION_ID = 'accel:function_id'
-BITSTREAM_ID = 'accel:bitstream_id'
-TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
+DP_EXTRA_SPEC = fpga_function.DP_EXTRA_SPEC
+FUNCTION_ID = fpga_function.FUNCTION_KEY
+BITSTREAM_ID = fpga_function.BITSTREAM_KEY
+TRAIT_PREFIX = fpga_function.TRAIT_PREFIX
 
 WANTED = 1.0
 IDLE = 0.5
@@ -76,9 +77,10 @@ def _current_context():
 
 
 def _function_of_image(context, image_id):
-    from nova.image import glance
-    image = glance.API().get(context, image_id)
-    return (image.get('properties') or {}).get(FUNCTION_ID)
+    try:
+        return fpga_function.function_of_image(context, image_id)
+    except fpga_function.NoFunction:
+        return None
 
 
 def wanted_functions(context, spec_obj):
@@ -117,8 +119,7 @@ def wanted_functions(context, spec_obj):
 
 def holds(trait, function_id):
     """Whether function trait ``trait`` names ``function_id``."""
-    return (trait.startswith(TRAIT_PREFIX) and
-            trait.endswith('_' + function_id))
+    return fpga_function.names(trait, function_id)
 
 
 class CardView(object):
