@@ -113,6 +113,11 @@ def nova_file(layout):
     return layout.path('etc', 'nova', 'nova.conf')
 
 
+#: Nova's weighers and this project's function affinity (seed 004).
+WEIGHERS = ('nova.scheduler.weights.all_weighers',
+            'nova_cyborg.weigher.FunctionAffinityWeigher')
+
+
 def nova(layout):
     d = _etc_dir(layout, 'nova', 'api-paste.ini')
     state = layout.path('nova')
@@ -138,6 +143,9 @@ virt_type = qemu
 [scheduler]
 discover_hosts_in_cells_interval = 2
 workers = 1
+[filter_scheduler]
+# Seed 004: a request lands on the card already holding its function.
+weight_classes = {weighers}
 [conductor]
 workers = 1
 [oslo_concurrency]
@@ -147,6 +155,7 @@ enabled = false
 [service_user]
 send_service_user_token = true
 """.format(transport=layout.transport_url, state=state,
+           weighers=','.join(WEIGHERS),
            api_db=layout.db_url('nova_api'),
            cell_db=layout.db_url('nova_cell1'), d=d)
         + _auth(layout, 'nova', None)
