@@ -61,8 +61,15 @@ class ContextTest(testtools.TestCase):
         ctx = privileged.sidecar_pctxt
         self.assertEqual('sidecar_privsep', ctx.cfg_section)
         self.assertEqual('sidecar.privileged.sidecar_pctxt', ctx.pypath)
-        self.assertEqual([1, 21],  # CAP_DAC_OVERRIDE, CAP_SYS_ADMIN
-                         cfg.CONF.sidecar_privsep.capabilities)
+        # In a process of its own: other tests' Config fixtures reset the
+        # global CONF, defaults included.
+        out = subprocess.check_output(
+            [PY, '-c', 'from oslo_config import cfg; '
+             'from sidecar import privileged; cfg.CONF([]); '
+             'print(cfg.CONF.sidecar_privsep.capabilities)'],
+            stderr=subprocess.DEVNULL, text=True)
+        self.assertEqual('[1, 21]',  # CAP_DAC_OVERRIDE, CAP_SYS_ADMIN
+                         out.strip().splitlines()[-1])
 
     def test_errors_survive_the_privsep_channel(self):
         # The daemon sends (class name, args); the client rebuilds with
