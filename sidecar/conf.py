@@ -128,6 +128,16 @@ FPGA_OPTS = [
                          'A vendor command, ``program_command``.')],
                help='How a bitstream is written to an FPGA. Runs through '
                     'oslo.privsep.'),
+    cfg.DictOpt('driver_programmers',
+                default={},
+                help='The programmer of each FPGA driver, for a host with '
+                     'cards of several vendors: ``<driver>:<programmer>`` '
+                     'pairs, the driver being the deployable\'s '
+                     '``driver_name`` (``intel``, ``xilinx``, ``inspur`` or '
+                     'the PCI vendor id), the programmer one of '
+                     '``programmer``\'s choices; for example '
+                     '``intel:fpga_manager,xilinx:command``. A driver not '
+                     'named here uses ``programmer``.'),
     cfg.StrOpt('program_command',
                help='Vendor programming command for ``programmer = '
                     'command``. ``{address}`` and ``{bitstream}`` are '

@@ -53,7 +53,7 @@ def build(conf, transport=None, connect=None):
                                conf.host, rp_name,
                                conf.sidecar.resync_interval)
     programs = program.ProgramManager(
-        conf.host, inventory, programmers.load(conf),
+        conf.host, inventory, programmers.ByDriver(conf),
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
         cyborg.AcceleratorClient(conf))

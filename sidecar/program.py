@@ -189,10 +189,11 @@ class ProgramManager:
             providers = self._providers(device)
             self._check_free(device, providers, wanted)
             self._program(device, providers, bitstream_uuid, metadata,
-                          wanted)
+                          wanted, driver_name)
         return True
 
-    def _program(self, device, providers, image_id, metadata, wanted):
+    def _program(self, device, providers, image_id, metadata, wanted,
+                 driver_name):
         address = device.address
         job = {'image': image_id, 'trait': wanted, 'started': self._clock(),
                'reserved': {}}
@@ -206,7 +207,8 @@ class ProgramManager:
                      {'addr': address, 'image': image_id})
             try:
                 self._images.download(image_id, path, metadata)
-                self._programmer.program(address, path)
+                self._programmer.program(address, path,
+                                         driver_name=driver_name)
             finally:
                 if os.path.exists(path):
                     os.unlink(path)

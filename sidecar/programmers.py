@@ -26,6 +26,7 @@ LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'nova_cyborg.sidecar.programmers'
 _PLACEHOLDER_RE = re.compile(r'\{(address|bitstream)\}')
+_DRIVER_NAME_RE = re.compile(r'^[A-Za-z0-9_]{1,32}$')
 _STDERR_TAIL = 500
 
 
@@ -242,9 +243,38 @@ def _tail(text):
     return text
 
 
+class ByDriver:
+    """One programmer per FPGA driver (``[fpga] driver_programmers``,
+    ``[fpga] programmer`` for the others), all built at start so that a
+    configuration error stops the daemon instead of a bind."""
+
+    def __init__(self, conf, loader=None):
+        loader = loader or load_named
+        self._default = conf.fpga.programmer
+        self._names = dict(conf.fpga.driver_programmers or {})
+        for driver_name in self._names:
+            if not _DRIVER_NAME_RE.match(driver_name):
+                raise exception.InvalidArgument(
+                    name='[fpga] driver_programmers',
+                    reason='%r is not a driver name' % driver_name)
+        self._built = {name: loader(conf, name) for name in
+                       {self._default} | set(self._names.values())}
+
+    def for_driver(self, driver_name):
+        """The programmer of FPGAs driven by ``driver_name``."""
+        return self._built[self._names.get(driver_name, self._default)]
+
+    def program(self, address, bitstream_path, driver_name=None):
+        self.for_driver(driver_name).program(address, bitstream_path)
+
+
 def load(conf):
     """Return the programmer ``[fpga] programmer`` names, built on conf."""
-    name = conf.fpga.programmer
+    return load_named(conf, conf.fpga.programmer)
+
+
+def load_named(conf, name):
+    """Return the programmer entry point ``name``, built on conf."""
     try:
         return driver.DriverManager(
             namespace=NAMESPACE, name=name, invoke_on_load=True,

@@ -37,6 +37,7 @@ class FakeFpga:
     def __init__(self):
         self.function = None
         self.programmed = []
+        self.driver_names = []
         self.fail = None
         self.in_program = threading.Event()
         self.release = None
@@ -47,7 +48,8 @@ class FakeFpga:
     def refresh_device(self, address):
         return self.device(address)
 
-    def program(self, address, path):
+    def program(self, address, path, driver_name=None):
+        self.driver_names.append(driver_name)
         self.in_program.set()
         if self.release:
             self.release.wait(5)
@@ -190,6 +192,8 @@ class ProgramManagerTest(ProgramTestBase):
     def test_program(self):
         self.assertTrue(self._program())
         self.assertEqual([(PF, 'AAAA1111')], self.fpga.programmed)
+        # The card's driver picks the programmer ([fpga] driver_programmers).
+        self.assertEqual(['intel'], self.fpga.driver_names)
         rp = 'rp-compute1_' + PF
         self.assertEqual([('reserve', rp), ('restore', rp, {'FPGA': 0})],
                          self.placement.history)

@@ -309,3 +309,46 @@ class LoadTest(Base):
             exc = self.assertRaises(exception.InvalidArgument,
                                     programmers.load, self.conf.conf)
         self.assertIn("no programmer 'fpga_manager'", str(exc))
+
+
+class ByDriverTest(Base):
+    """[fpga] driver_programmers: one programmer per FPGA driver."""
+
+    def _loader(self, built):
+        def load(conf, name):
+            built.append(name)
+            return mock.Mock(name=name)
+        return load
+
+    def test_each_driver_its_programmer_and_the_default_for_others(self):
+        self.conf.config(programmer='fpga_manager',
+                         driver_programmers={'xilinx': 'command'},
+                         group='fpga')
+        built = []
+        by_driver = programmers.ByDriver(self.conf.conf,
+                                         loader=self._loader(built))
+        self.assertEqual(['command', 'fpga_manager'], sorted(built))
+        xilinx = by_driver.for_driver('xilinx')
+        intel = by_driver.for_driver('intel')
+        self.assertIsNot(xilinx, intel)
+        self.assertIs(intel, by_driver.for_driver('10ee_unknown'))
+        by_driver.program(ADDRESS, 'b.bit', driver_name='xilinx')
+        xilinx.program.assert_called_once_with(ADDRESS, 'b.bit')
+        intel.program.assert_not_called()
+
+    def test_built_at_start(self):
+        # A misconfigured programmer stops the daemon at start, not a bind.
+        self.conf.config(driver_programmers={'xilinx': 'command'},
+                         program_command=None, group='fpga')
+        exc = self.assertRaises(exception.InvalidArgument,
+                                programmers.ByDriver, self.conf.conf,
+                                loader=programmers.load_named)
+        self.assertIn('must be set', str(exc))
+
+    def test_bad_driver_name(self):
+        self.conf.config(driver_programmers={'bad name': 'command'},
+                         group='fpga')
+        exc = self.assertRaises(exception.InvalidArgument,
+                                programmers.ByDriver, self.conf.conf,
+                                loader=self._loader([]))
+        self.assertIn("'bad name' is not a driver name", str(exc))
