@@ -84,7 +84,8 @@ class HerdBench(harness.BenchBase):
                     for name, host in hosts.items()}
         fixture = self.useFixture(herd.HerdFixture(
             hosts, self.broker.transport_url, self.placement_url,
-            report_interval=CYCLE, resync_interval=None))
+            report_interval=CYCLE, resync_interval=None,
+            cyborg_url=self.cyborg.endpoint))
         return fixture, expected, fixture.start()
 
     def converge(self, fixture, expected, started):

@@ -167,6 +167,25 @@ class ConductorView:
                 left[address] = lies
         return left
 
+    def absent(self, devices):
+        """The deployables of ``devices`` cyborg-conductor does not hold.
+
+        Read back after a report: ``report_data`` answers even when the
+        conductor dropped a device on a database or Placement error it
+        only logs. A deployable it holds without a resource provider is
+        logged (a bind on it would fail).
+        """
+        records = self._records()
+        names = {report.deployable_name(self._host, dep)
+                 for device in devices for dep in device.deployables}
+        for name in sorted(names & set(records)):
+            if not records[name].get('rp_uuid'):
+                LOG.warning('cyborg-conductor holds deployable %(name)s '
+                            '(%(uuid)s) without a resource provider',
+                            {'name': name,
+                             'uuid': records[name].get('uuid')})
+        return sorted(names - set(records))
+
     # -- comparing ------------------------------------------------------
 
     def _records(self):

@@ -82,6 +82,8 @@ class Sidecar:
         self.conf = conf
         #: A :class:`sidecar.conductor_view.ConductorView`, or None.
         self.view = view
+        #: The last report is not read back from Cyborg yet.
+        self._unverified = False
         self._transport = transport
         self.inventory = inventory
         self.reporter = reporter
@@ -150,9 +152,12 @@ class Sidecar:
                         'nova-compute registers it', self.rp_name)
             return False
         devices = self.inventory.discover()
+        sends = self.reporter.sends
         if not self._send(context, devices,
                           again=self.reconciler.report_due()):
             return False
+        held = ((self.reporter.sends == sends and not self._unverified) or
+                self._conductor_holds(devices))
         self._check_view(context, devices)
         try:
             drift = self.reconciler.converge(
@@ -167,7 +172,33 @@ class Sidecar:
             LOG.warning('Placement still differs for %(n)d provider(s) of '
                         '%(host)s; checking again soon',
                         {'n': len(drift), 'host': self.rp_name})
-        return not drift
+        return held and not drift
+
+    def _conductor_holds(self, devices):
+        """After a report in a cycle (and each cycle until it could be
+        read): whether cyborg-conductor holds every deployable it named.
+        What it dropped is reported again at the next cycle (sooner: the
+        cycle did not converge). Cyborg's API unreadable does not hold
+        the host back; the read is tried again next cycle."""
+        if self.view is None:
+            return True
+        try:
+            absent = self.view.absent(devices)
+        except Exception as exc:
+            if not self._unverified:
+                LOG.warning('Cannot read back the deployables reported to '
+                            'cyborg-conductor: %s; read again next cycle',
+                            exc)
+            self._unverified = True
+            return True
+        self._unverified = bool(absent)
+        if absent:
+            LOG.warning('cyborg-conductor does not hold %s after the '
+                        'report; reporting again next cycle',
+                        ', '.join(absent))
+            self.reporter.invalidate()
+            return False
+        return True
 
     def report_now(self):
         """Send the devices if they changed (after a programming job),

@@ -102,7 +102,7 @@ class HerdTest(base.AcceleratorTestBase):
             '/traits', name='in:' + ','.join(custom))['traits'])
         self.herd = self.useFixture(herd.HerdFixture(
             hosts, self.broker.transport_url, self.placement_url,
-            report_interval=self.CYCLE))
+            report_interval=self.CYCLE, cyborg_url=self.cyborg.endpoint))
         return self.herd.start()
 
     def wait_converged(self, expected, deadline):

@@ -117,14 +117,15 @@ class HerdHost:
         self.process = None
 
     def write(self, transport_url, placement_url, report_interval,
-              resync_interval, extra=''):
+              resync_interval, extra='', cyborg_url=None):
         os.makedirs(self.dir)
         self.sysfs_root = self.simulated.write(os.path.join(self.dir, 'sys'))
         libvirt_uri = self.simulated.write_node_xml(
             os.path.join(self.dir, 'node.xml'))
         sidecar_fixture.write_config(
             self.config_path, host=self.name, sysfs_root=self.sysfs_root,
-            state_path=self.state_path, placement_url=placement_url)
+            state_path=self.state_path, placement_url=placement_url,
+            **({'cyborg_url': cyborg_url} if cyborg_url else {}))
         # Later values of an option win (oslo.config).
         with open(self.config_path, 'a') as f:
             f.write(OVERRIDES.format(
@@ -190,8 +191,11 @@ class HerdFixture(fixtures.Fixture):
     """
 
     def __init__(self, hosts, transport_url, placement_url,
-                 report_interval, resync_interval=0, extra=''):
+                 report_interval, resync_interval=0, extra='',
+                 cyborg_url=None):
         super().__init__()
+        #: Cyborg's API, where the sidecars read back what they reported.
+        self.cyborg_url = cyborg_url
         self._simulated = hosts
         self.transport_url = transport_url
         self.placement_url = placement_url
@@ -212,7 +216,7 @@ class HerdFixture(fixtures.Fixture):
             host = HerdHost(name, simulated, self.base_dir)
             host.write(self.transport_url, self.placement_url,
                        self.report_interval, self.resync_interval,
-                       self.extra)
+                       self.extra, cyborg_url=self.cyborg_url)
             self.hosts[name] = host
             self.addCleanup(host.kill)
 

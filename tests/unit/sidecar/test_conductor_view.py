@@ -127,6 +127,14 @@ class ConductorViewTest(testtools.TestCase):
     def check(self, devices):
         return self.view.check(devices, self.conductor.send)
 
+    def test_absent_after_a_report(self):
+        self.assertEqual([NAME], self.view.absent([_device(T_A)]))
+        self.conductor.add(NAME)
+        self.conductor.records[NAME]['rp_uuid'] = None
+        with self.assertLogs(conductor_view.LOG.logger, 'WARNING') as logs:
+            self.assertEqual([], self.view.absent([_device(T_A)]))
+        self.assertIn('without a resource provider', logs.output[0])
+
     def test_no_bitstream_recorded(self):
         self.conductor.add(NAME)
         self.assertEqual({}, self.check([_device(T_A)]))

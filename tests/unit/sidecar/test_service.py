@@ -133,6 +133,55 @@ class CycleTest(testtools.TestCase):
         self.reporter.invalidate.assert_called_once_with()
 
 
+class ReadBackTest(CycleTest):
+    """After a report, the cycle reads back that cyborg-conductor holds
+    every deployable: its report_data answers even when it dropped one."""
+
+    def setUp(self):
+        super().setUp()
+        self.reporter.sends = 0
+
+        def report(context, devices, prepare=None):
+            self.reporter.sends += 1
+            return True
+        self.reporter.report.side_effect = report
+        self.view = mock.Mock(**{'absent.return_value': [],
+                                 'check.return_value': {}})
+        self.sidecar.view = self.view
+
+    def test_held_after_the_report(self):
+        self.assertTrue(self.sidecar.run_cycle())
+        self.view.absent.assert_called_once_with(self.devices)
+        self.reporter.invalidate.assert_not_called()
+
+    def test_dropped_device_is_reported_again(self):
+        self.view.absent.return_value = ['compute1_0000:82:00.0']
+        self.assertFalse(self.sidecar.run_cycle())
+        self.assertFalse(self.sidecar.converged)
+        self.reporter.invalidate.assert_called_once_with()
+
+    def test_unreadable_is_read_again_next_cycle(self):
+        self.view.absent.side_effect = exception.CyborgError(reason='down')
+        self.assertTrue(self.sidecar.run_cycle())
+        self.reporter.invalidate.assert_not_called()
+        # No report in the next cycle, but the read back is tried again.
+        self.reporter.report.side_effect = None
+        self.view.absent.side_effect = None
+        self.view.absent.return_value = ['compute1_0000:82:00.0']
+        self.assertFalse(self.sidecar.run_cycle())
+        self.reporter.invalidate.assert_called_once_with()
+        self.view.absent.return_value = []
+        self.assertTrue(self.sidecar.run_cycle())
+        self.assertEqual(3, self.view.absent.call_count)
+        self.assertTrue(self.sidecar.run_cycle())
+        self.assertEqual(3, self.view.absent.call_count)
+
+    def test_no_report_no_read(self):
+        self.reporter.report.side_effect = None
+        self.assertTrue(self.sidecar.run_cycle())
+        self.view.absent.assert_not_called()
+
+
 class BackoffTest(testtools.TestCase):
 
     def test_doubles_up_to_the_cap_with_jitter(self):
