@@ -11,7 +11,10 @@ Placement (``CUSTOM_FPGA_FUNCTION_ID_<DRIVER>_<FUNCTION>``) and the card
 different FPGAs.
 
 Needs ``[nova_cyborg] fpga_sysfs_dir`` (a cloud of simulated hosts whose
-stand-in cards load test bitstreams) and two FPGAs.
+stand-in cards load test bitstreams) and two FPGAs that no other server
+holds: the sidecar never reprograms a card while another server holds an
+allocation on it, so this test runs alone (``tox -e tempest`` runs it
+after the others, with concurrency 1).
 """
 
 import glob
