@@ -210,6 +210,16 @@ def register_opts(conf):
         conf.set_default('timeout', PLACEMENT_TIMEOUT, group=group)
 
 
+def adapter(conf, group, **kwargs):
+    """A keystoneauth1 Adapter configured by the ``group`` options (its
+    session, auth and adapter options); errors are answers, not raised."""
+    session = ks_loading.load_session_from_conf_options(conf, group)
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    return ks_loading.load_adapter_from_conf_options(
+        conf, group, session=session, auth=auth, raise_exc=False,
+        client_name='nova-cyborg-sidecar', **kwargs)
+
+
 def _ksa_opts(group):
     session = ks_loading.get_session_conf_options()
     if group in TIMED_GROUPS:

@@ -8,8 +8,8 @@ accelerator endpoint ``.../accelerator/v2`` as Nova does.
 """
 
 from keystoneauth1 import exceptions as ksa_exc
-from keystoneauth1 import loading as ks_loading
 
+from sidecar import conf as sidecar_conf
 from sidecar import exception
 
 GROUP = 'cyborg'
@@ -21,11 +21,7 @@ class AcceleratorClient:
     """Cyborg v2 API reads on a keystoneauth1 Adapter from ``[cyborg]``."""
 
     def __init__(self, conf):
-        session = ks_loading.load_session_from_conf_options(conf, GROUP)
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-        self.adapter = ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=session, auth=auth, raise_exc=False,
-            client_name='nova-cyborg-sidecar')
+        self.adapter = sidecar_conf.adapter(conf, GROUP)
 
     def _get(self, url, key, params=None):
         try:

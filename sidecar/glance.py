@@ -9,11 +9,11 @@ import hashlib
 import os
 
 from keystoneauth1 import exceptions as ksa_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 from oslo_utils import uuidutils
 import requests
 
+from sidecar import conf as sidecar_conf
 from sidecar import exception
 
 LOG = logging.getLogger(__name__)
@@ -24,13 +24,7 @@ CHUNK_SIZE = 1024 * 1024
 MIB = 1024 * 1024
 
 
-def _adapter(conf, group, **kwargs):
-    """A keystoneauth1 Adapter configured by the ``group`` options."""
-    session = ks_loading.load_session_from_conf_options(conf, group)
-    auth = ks_loading.load_auth_from_conf_options(conf, group)
-    return ks_loading.load_adapter_from_conf_options(
-        conf, group, session=session, auth=auth, raise_exc=False,
-        client_name='nova-cyborg-sidecar', **kwargs)
+_adapter = sidecar_conf.adapter
 
 
 class ImageClient:

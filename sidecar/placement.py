@@ -9,9 +9,9 @@ read again and the write retried, a bounded number of times.
 """
 
 from keystoneauth1 import exceptions as ksa_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 
+from sidecar import conf as sidecar_conf
 from sidecar import exception
 
 LOG = logging.getLogger(__name__)
@@ -33,12 +33,8 @@ class PlacementClient:
     """Placement calls on a keystoneauth1 Adapter from ``[placement]``."""
 
     def __init__(self, conf):
-        session = ks_loading.load_session_from_conf_options(conf, GROUP)
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-        self.adapter = ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=session, auth=auth, raise_exc=False,
-            default_microversion=MICROVERSION,
-            client_name='nova-cyborg-sidecar')
+        self.adapter = sidecar_conf.adapter(
+            conf, GROUP, default_microversion=MICROVERSION)
 
     # HTTP ------------------------------------------------------------------
 
