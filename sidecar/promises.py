@@ -30,6 +30,7 @@ blind.
 """
 
 import re
+import time
 
 from sidecar import exception
 
@@ -53,6 +54,18 @@ class _Unknown(Exception):
     """What a consumer wants cannot be found out."""
 
 
+class _NoRequest(_Unknown):
+    """The consumer has no ARQ for this card: its ARQs are not created
+    yet (just scheduled) or already deleted (its build failed here and its
+    allocation is about to be freed)."""
+
+
+#: How long a consumer without an ARQ for the card is given to get one or
+#: to lose its allocation before the programming is refused (seconds).
+SETTLE_SECONDS = 20
+SETTLE_POLL = 0.5
+
+
 class PromiseChecker:
     """Refuse a programming that would change a card under a consumer."""
 
@@ -60,6 +73,8 @@ class PromiseChecker:
         self._placement = placement
         self._cyborg = cyborg
         self._images = images
+        self._clock = time.monotonic
+        self._sleep = time.sleep
 
     def check(self, address, providers, wanted, loaded):
         """Raise DeviceBusy unless ``address`` may be programmed with the
@@ -86,7 +101,8 @@ class PromiseChecker:
         profiles = {}
         for consumer in sorted(consumers):
             try:
-                wants = self._wants(consumer, providers, profiles)
+                wants = self._settled_wants(consumer, consumers[consumer],
+                                            providers, profiles)
             except _Unknown as exc:
                 raise exception.DeviceBusy(
                     address=address,
@@ -106,6 +122,25 @@ class PromiseChecker:
                                'wants %s, which it holds now' % (consumer,
                                                                  want))
 
+    def _settled_wants(self, consumer, rps, providers, profiles):
+        """:meth:`_wants`, giving a consumer without an ARQ for the card
+        ``SETTLE_SECONDS`` to get one or to lose its allocation (then it
+        wants nothing of the card)."""
+        deadline = self._clock() + SETTLE_SECONDS
+        while True:
+            try:
+                return self._wants(consumer, providers, profiles)
+            except _NoRequest:
+                if self._clock() >= deadline:
+                    raise
+            self._sleep(SETTLE_POLL)
+            try:
+                if not any(consumer in self._placement.allocations(rp)
+                           for rp in rps):
+                    return set()
+            except exception.PlacementError as exc:
+                raise _Unknown(str(exc))
+
     def _wants(self, consumer, providers, profiles):
         """The function traits (or AS_LOADED) ``consumer`` wants of the
         card whose providers are ``providers``."""
@@ -120,7 +155,7 @@ class PromiseChecker:
                 if arq.get('device_rp_uuid') in providers or
                 not arq.get('device_rp_uuid')]
         if not mine:
-            raise _Unknown('it has no accelerator request for this card')
+            raise _NoRequest('it has no accelerator request for this card')
         drivers = sorted(set(providers.values()))
         wants = set()
         for arq in mine:

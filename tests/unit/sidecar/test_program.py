@@ -169,6 +169,9 @@ class ProgramTestBase(testtools.TestCase):
         self.placement = FakePlacement()
         self.domains = FakeDomains()
         self.cyborg = FakeCyborg()
+        # A consumer without an ARQ for the card is refused at once.
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.promises.SETTLE_SECONDS', 0))
         self.manager = self._manager()
 
     def _manager(self):

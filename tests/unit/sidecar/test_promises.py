@@ -1,6 +1,9 @@
 """A card is promised to every consumer allocated on it (seed 004)."""
 
+import fixtures
+
 from sidecar import exception
+from sidecar import promises
 from tests.unit.sidecar import test_program as base
 
 IMAGE_A, IMAGE_B = base.IMAGE_A, base.IMAGE_B
@@ -53,6 +56,41 @@ class PromiseTest(base.ProgramTestBase):
         self._refused(IMAGE_A, 'server-x', 'no accelerator request')
         # An ARQ bound to another provider does not count.
         self.cyborg.bind('server-x', 'dp-a', rp='rp-other')
+        self._refused(IMAGE_A, 'server-x', 'no accelerator request')
+
+    def _settling(self, on_sleep):
+        """Give consumers without an ARQ 3 polls, calling ``on_sleep()``
+        at each (on a fake clock)."""
+        checker = self.manager._promises
+        now = [0.0]
+        checker._clock = lambda: now[0]
+
+        def sleep(seconds):
+            now[0] += seconds
+            on_sleep()
+        checker._sleep = sleep
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.promises.SETTLE_SECONDS', 3 * promises.SETTLE_POLL))
+
+    def test_a_consumer_whose_allocation_goes_while_settling(self):
+        # Its build failed here: its ARQs are deleted, then its allocation.
+        self._allocate('server-x')
+        self._settling(lambda: self.placement.allocated[base.RP].remove(
+            'server-x'))
+        self.assertTrue(self._program(IMAGE_A))
+        self.assertEqual('AAAA1111', self.fpga.function)
+
+    def test_a_consumer_whose_arq_comes_while_settling(self):
+        # Just scheduled: its ARQ appears and asks the loaded function.
+        self._bound_on_b()
+        self.cyborg.arqs.pop('server-b', None)
+        self._settling(lambda: self.cyborg.bind('server-b', 'dp-b',
+                                                base.RP))
+        self._refused(IMAGE_A, 'server-b', TRAIT_B)
+
+    def test_a_consumer_without_an_arq_after_settling(self):
+        self._allocate('server-x')
+        self._settling(lambda: None)
         self._refused(IMAGE_A, 'server-x', 'no accelerator request')
 
     def test_a_consumer_not_bound_yet_counts_by_its_profile(self):
