@@ -6,10 +6,13 @@ sidecar per simulated host beside a Nova whose hosts are Nova's
 fakelibvirt.
 """
 
+import os
+
 from sidecar import conductor_view
 from sidecar import cyborg
 from sidecar import domains as domains_mod
 from sidecar import glance
+from sidecar import holds as holds_mod
 from sidecar import inventory as inventory_mod
 from sidecar import journal as journal_mod
 from sidecar import mdev
@@ -52,16 +55,20 @@ def build(conf, transport=None, connect=None):
     reporter = report.Reporter(rpc.ConductorClient(conf, transport),
                                conf.host, rp_name,
                                conf.sidecar.resync_interval)
+    holds = holds_mod.Holds(
+        os.path.join(conf.sidecar.state_path, holds_mod.FILE),
+        admit_new=conf.sidecar.admit_new_devices)
     programs = program.ProgramManager(
         conf.host, inventory, programmers.ByDriver(conf),
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
-        cyborg.AcceleratorClient(conf))
+        cyborg.AcceleratorClient(conf), holds=holds)
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
     reconciler = reconcile.Reconciler(conf.host, placement,
-                                      idle=programs.idle)
+                                      idle=programs.idle, held=holds.held)
     view = conductor_view.ConductorView(
         conf.host, cyborg.AcceleratorClient(conf), glance.ImageClient(conf),
         placement, programs.idle)
     return service.Sidecar(conf, transport, inventory, reporter, programs,
-                           mdevs, placement, reconciler, view=view)
+                           mdevs, placement, reconciler, view=view,
+                           holds=holds)

@@ -8,6 +8,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from sidecar import exception
+from sidecar import report
 from sidecar import rpc
 
 LOG = logging.getLogger(__name__)
@@ -78,8 +79,12 @@ class Sidecar:
     FIRST_RETRY = 1.0
 
     def __init__(self, conf, transport, inventory, reporter, programs,
-                 mdevs, placement, reconciler, view=None):
+                 mdevs, placement, reconciler, view=None, holds=None):
         self.conf = conf
+        #: A :class:`sidecar.holds.Holds`, or None (nothing is held).
+        self.holds = holds
+        if holds is not None:
+            holds.add_listener(lambda key: self._wake.set())
         #: A :class:`sidecar.conductor_view.ConductorView`, or None.
         self.view = view
         #: The last report is not read back from Cyborg yet.
@@ -152,13 +157,22 @@ class Sidecar:
                         'nova-compute registers it', self.rp_name)
             return False
         devices = self.inventory.discover()
-        sends = self.reporter.sends
-        if not self._send(context, devices,
-                          again=self.reconciler.report_due()):
-            return False
-        held = ((self.reporter.sends == sends and not self._unverified) or
-                self._conductor_holds(devices))
-        self._check_view(context, devices)
+        self._admit(root, devices)
+        if self.programs.busy():
+            # cyborg-conductor would rewrite the inventory of the card
+            # being programmed without its reservation: report after.
+            LOG.info('A device is being programmed; reporting after the '
+                     'job')
+            held = False
+        else:
+            sends = self.reporter.sends
+            if not self._send(context, devices,
+                              again=self.reconciler.report_due()):
+                return False
+            held = ((self.reporter.sends == sends and
+                     not self._unverified) or
+                    self._conductor_holds(devices))
+            self._check_view(context, devices)
         try:
             drift = self.reconciler.converge(
                 root, devices,
@@ -173,6 +187,20 @@ class Sidecar:
                         '%(host)s; checking again soon',
                         {'n': len(drift), 'host': self.rp_name})
         return held and not drift
+
+    def _admit(self, root, devices):
+        """Record the devices found (:meth:`sidecar.holds.Holds.admit`);
+        at the first start, those already in Placement are in service."""
+        if self.holds is None:
+            return
+        in_service = set()
+        if self.holds.first_start:
+            names = {rp.get('name')
+                     for rp in self._placement.providers_in_tree(root)}
+            in_service = {d.address for d in devices
+                          if any(report.deployable_name(self.conf.host, dep)
+                                 in names for dep in d.deployables)}
+        self.holds.admit([d.address for d in devices], in_service)
 
     def _conductor_holds(self, devices):
         """After a report in a cycle (and each cycle until it could be
@@ -206,6 +234,8 @@ class Sidecar:
         the provider's function trait in its bind job right after
         ``fpga_program`` answers, and the next cycle checks the result."""
         with self._cycle_lock:
+            if self.programs.busy():
+                return
             self._send(rpc.admin_context(), self.inventory.discover())
         if self.view is not None:
             # Cyborg's program API never records the bitstream: the next
