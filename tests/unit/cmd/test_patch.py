@@ -385,7 +385,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#2 applied, #3 pristine, #4 applied', err)
+        self.assertIn('#3 applied, #4 pristine, #5 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):
