@@ -44,6 +44,8 @@ SERIES = [
     '0010-policies-accelerator-actions.patch',
     '0011-compute-utils-delete-all-arqs.patch',
     '0012-extra-spec-device-profile-name.patch',
+    '0013-compute-report-nova-cyborg-trait.patch',
+    '0014-scheduler-require-nova-cyborg-trait.patch',
 ]
 TOUCHED = [
     'nova/accelerator/cyborg.py',
@@ -52,11 +54,13 @@ TOUCHED = [
     'nova/cmd/manage.py',
     'nova/compute/api.py',
     'nova/compute/manager.py',
+    'nova/compute/resource_tracker.py',
     'nova/compute/utils.py',
     'nova/conductor/manager.py',
     'nova/conductor/tasks/migrate.py',
     'nova/policies/__init__.py',
     'nova/scheduler/manager.py',
+    'nova/scheduler/request_filter.py',
     'nova/virt/libvirt/driver.py',
 ]
 ROUTING = {
@@ -208,7 +212,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 12 patch(es), 12 file(s)', out)
+        self.assertIn('Applied 14 patch(es), 14 file(s)', out)
         for rel, needles in ROUTING.items():
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
@@ -275,7 +279,7 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 12 patch(es), 12 file(s)', out)
+        self.assertIn('Reverted 14 patch(es), 14 file(s)', out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')
@@ -385,7 +389,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#3 applied, #4 pristine, #5 applied', err)
+        self.assertIn('#4 applied, #5 pristine, #6 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):
