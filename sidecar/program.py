@@ -107,6 +107,20 @@ class ProgramManager:
     def held(self, address):
         return bool(self._holds and self._holds.held(address))
 
+    def busy_with(self, address):
+        """True while ``address`` is being programmed."""
+        with self._locks_guard:
+            lock = self._locks.get(address)
+        return bool(lock and lock.locked())
+
+    def domains_in_use(self):
+        """``{PCI address: domain name}`` of the devices domains use."""
+        return self._domains.devices_in_use()
+
+    def jobs(self):
+        """The journal: ``[(address, job)]`` started and not finished."""
+        return self._journal.jobs.items()
+
     @contextlib.contextmanager
     def idle(self, address):
         """Yield False while ``address`` is being programmed; otherwise

@@ -83,6 +83,8 @@ class Sidecar:
         self.conf = conf
         #: A :class:`sidecar.holds.Holds`, or None (nothing is held).
         self.holds = holds
+        #: A :class:`sidecar.control.ControlServer`, or None.
+        self.control = None
         if holds is not None:
             holds.add_listener(lambda key: self._wake.set())
         #: A :class:`sidecar.conductor_view.ConductorView`, or None.
@@ -108,6 +110,10 @@ class Sidecar:
             AgentEndpoint(programs, mdevs, self.report_now))
 
     @property
+    def placement(self):
+        return self._placement
+
+    @property
     def rp_name(self):
         return self.conf.sidecar.resource_provider_name or self.conf.host
 
@@ -117,6 +123,8 @@ class Sidecar:
         # call as soon as it knows them. This waits for RabbitMQ.
         self._server.start()
         self.run_cycle()
+        if self.control is not None:
+            self.control.start()
         self._thread = threading.Thread(target=self._loop,
                                         name='sidecar-discovery',
                                         daemon=True)
@@ -308,6 +316,8 @@ class Sidecar:
     def stop(self):
         self._stopping.set()
         self._wake.set()
+        if self.control is not None:
+            self.control.stop()
         try:
             self._server.stop()
             self._server.wait()
