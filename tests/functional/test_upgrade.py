@@ -104,3 +104,36 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         server = self.api.get_server(server['id'])
         self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
         self._confirm_resize(server)
+
+    def test_migrate_from_unpatched_source_refused(self):
+        # compute1 reverted to an unpatched Nova, and its trait removed as
+        # the upgrade guide says: the source's half of the move cannot run.
+        self.unpatched.add('compute1')
+        rp = self._get_provider_uuid_by_host('compute1')
+        self._set_provider_traits(rp, list(self.traits('compute1') - {TRAIT}))
+        exc = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            self.server['id'], {'migrate': None})
+        self.assertEqual(409, exc.response.status_code)
+        self.assertIn('source host compute1 cannot move a server with '
+                      'accelerators', exc.response.text)
+        self.assert_unmoved()
+
+    def test_evacuate_to_unpatched_host_refused(self):
+        service = self.admin_api.get_services(
+            host='compute1', binary='nova-compute')[0]
+        self.computes['compute1'].stop()
+        self.admin_api.put_service(service['id'], {'forced_down': 'true'})
+        exc = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            self.server['id'], {'evacuate': {'host': 'compute2'}})
+        self.assertEqual(409, exc.response.status_code)
+        self.assertIn('destination host compute2 cannot move a server with '
+                      'accelerators', exc.response.text)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual(('compute1', None), (
+            server['OS-EXT-SRV-ATTR:host'], server['OS-EXT-STS:task_state']))
+        self.assertEqual(
+            [('Bound', 'compute1')],
+            [(a['state'], a['hostname'])
+             for a in self.cyborg.list_arqs(self.server['id'])])
