@@ -30,7 +30,7 @@ SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
 #: Actions that would lose accelerators attached with addAccelerator:
 #: only the flavor's device profile follows a server that is rebuilt,
 #: moved or offloaded. (Evacuation is allowed: the host is gone, and the
-#: server gets its flavor's accelerators on the new host.)
+#: server takes what was attached along, nova_cyborg.evacuate.)
 _NOT_WITH_ATTACHED = frozenset(['rebuild', 'resize', 'shelve'])
 
 _REFUSALS = {
