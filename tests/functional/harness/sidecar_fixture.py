@@ -37,9 +37,11 @@ admit_new_devices = {admit}
 report_interval = 3600
 resync_interval = 0
 rpc_response_timeout = {rpc_timeout}
+nova_config_file = {nova_config_file}
 
 [gpu]
 enabled_mdev_types = {mdev_types}
+device_selector = {gpu_selector}
 
 [fpga]
 programmer = command
@@ -78,6 +80,11 @@ def write_config(path, **values):
     # Cyborg's API, read before programming (nothing listens on port 9).
     values.setdefault('cyborg_url', 'http://127.0.0.1:9')
     values.setdefault('cyborg_token', identity.ADMIN_TOKEN)
+    # Nova's fakelibvirt GPUs; tests write a nova.conf beside the config
+    # to have devices refused as Nova's.
+    values.setdefault('gpu_selector', '10de:*')
+    values.setdefault('nova_config_file', os.path.join(
+        os.path.dirname(path), 'nova.conf'))
     with open(path, 'w') as f:
         f.write(CONFIG_TEMPLATE.format(**values))
     return path
