@@ -2,11 +2,12 @@
 and Placement.
 
 A fault the host shows (an FPGA manager in error, a fatal PCIe AER error,
-the card falling off the bus) makes the device unhealthy: its provider is
-fully reserved, Placement and Cyborg's deployable API show the
-``CUSTOM_HEALTH_UNHEALTHY`` trait, and the servers using it are named in
-a WARNING; once the fault is gone the device is offered again. A device
-nova-compute's own ``[pci] device_spec`` lists is never reported.
+the card falling off the bus, a VGPU's vendor driver unloaded) makes the
+device unhealthy: its provider is fully reserved, Placement and Cyborg's
+deployable API show the ``CUSTOM_HEALTH_UNHEALTHY`` trait, and the
+servers using it are named in a WARNING; once the fault is gone the
+device is offered again. A device nova-compute's own ``[pci]
+device_spec`` lists is never reported.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -27,15 +28,10 @@ from tests.functional import test_sidecar  # noqa: E402
 NUM_VFS = 4
 
 
-class HealthTest(test_sidecar.SidecarTestBase):
+class HealthTestBase(test_sidecar.SidecarTestBase):
 
-    def setUp(self):
-        super().setUp()
-        self.start_accel_compute('compute1', num_pfs=1, num_vfs=NUM_VFS)
-        (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
-        self.host = self.hosts['compute1']
-        self.sidecar = self.sidecars['compute1']
+    #: the provider watched, its resource class and total
+    name = rc = total = None
 
     def deployable_traits(self):
         (dep,) = [d for d in self.cyborg.list_deployables()
@@ -44,7 +40,7 @@ class HealthTest(test_sidecar.SidecarTestBase):
                 for value in attr.values()}
 
     def state(self):
-        inv = self.inventory(self.name)['FPGA']
+        inv = self.inventory(self.name)[self.rc]
         return ((inv['total'], inv['reserved']),
                 health.UNHEALTHY_TRAIT in self.traits(self.name),
                 health.UNHEALTHY_TRAIT in self.deployable_traits())
@@ -52,7 +48,8 @@ class HealthTest(test_sidecar.SidecarTestBase):
     def expect(self, unhealthy, what):
         """One cycle, then wait until Placement and Cyborg agree."""
         self.sidecar.cycle()
-        want = ((NUM_VFS, NUM_VFS if unhealthy else 0), unhealthy, unhealthy)
+        want = ((self.total, self.total if unhealthy else 0), unhealthy,
+                unhealthy)
         seen = []
 
         def agree():
@@ -63,6 +60,19 @@ class HealthTest(test_sidecar.SidecarTestBase):
         except AssertionError:
             self.fail('%s: (total, reserved), trait in Placement, in '
                       'Cyborg are %s, not %s' % (what, seen, want))
+
+
+class HealthTest(HealthTestBase):
+
+    rc, total = 'FPGA', NUM_VFS
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1', num_pfs=1, num_vfs=NUM_VFS)
+        (self.pf,) = self.pf_bdfs('compute1')
+        self.name = 'compute1_' + self.pf
+        self.host = self.hosts['compute1']
+        self.sidecar = self.sidecars['compute1']
 
     def test_each_fault_holds_and_releases_the_device(self):
         _name, flavor = self.create_profile_flavor(processes.PROFILE)
@@ -98,6 +108,31 @@ class HealthTest(test_sidecar.SidecarTestBase):
         self.expect(False, 'the card back')
         # And it serves new servers again.
         self.boot(flavor)
+
+
+class MdevParentTest(HealthTestBase):
+
+    rc, total = 'VGPU', 16  # fakelibvirt's nvidia-11 instances
+
+    def test_vgpu_whose_driver_unloads_is_held_and_released(self):
+        self.host = self.start_accel_compute(
+            'compute1', num_mdevcap=1, drivers=('gpu',),
+            mdev_types=('nvidia-11',))
+        (gpu,) = [a for a, f in self.host.functions.items()
+                  if f.mdev_types]
+        self.name = 'compute1_' + gpu
+        self.sidecar = self.sidecars['compute1']
+        self.expect(False, 'healthy at start')
+
+        faults.unload_mdev_driver(self.host, gpu)
+        self.expect(True, 'the vendor driver unloaded')
+        self.assertIn('Device %s is unhealthy: mdev parent %s no longer '
+                      'offers mdev_supported_types' % (gpu, gpu),
+                      self.stdlog.logger.output)
+        faults.reload_mdev_driver(self.host, gpu)
+        self.expect(False, 'the vendor driver loaded again')
+        self.assertIn('Device %s is healthy again' % gpu,
+                      self.stdlog.logger.output)
 
 
 class NovaDeviceSpecTest(test_sidecar.SidecarTestBase):
