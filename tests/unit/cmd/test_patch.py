@@ -389,7 +389,7 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#3 applied, #4 pristine, #5 applied', err)
+        self.assertIn('#4 applied, #5 pristine, #6 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):
