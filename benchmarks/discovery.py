@@ -2,9 +2,9 @@
 
 Each size runs in a fresh process (``python -m benchmarks.discovery --vfs
 N``, one JSON line out) so that its memory figures are its own. The host
-is generated with :mod:`sidecar.simulator`: FPGAs of up to ``VFS_PER_PF``
+is generated with :mod:`sidecar_simulator.host`: FPGAs of up to ``VFS_PER_PF``
 VFs each, ``N`` VFs in all, written as a sysfs tree. The sidecar is built
-with :func:`sidecar.factory.build` from a configuration enabling the
+with :func:`sidecar.daemon.factory.build` from a configuration enabling the
 ``fpga``, ``pci`` and ``gpu`` drivers (each reads the whole tree) over
 the ``sysfs`` source, on a ``fake://`` transport. Figures:
 
@@ -48,7 +48,7 @@ def rss_kib(field='VmRSS'):
 
 
 def simulated_host(num_vfs):
-    from sidecar import simulator
+    from sidecar_simulator import host as simulator
     host = simulator.SimulatedHost()
     left = num_vfs
     while left > 0:
@@ -59,7 +59,7 @@ def simulated_host(num_vfs):
 
 def build_sidecar(base):
     import oslo_messaging as messaging
-    from sidecar import factory
+    from sidecar.daemon import factory
     from tests.functional.harness import sidecar_fixture
     path = sidecar_fixture.write_config(
         os.path.join(base, 'sidecar.conf'), host='bench',
@@ -76,8 +76,8 @@ def build_sidecar(base):
 def measure(num_vfs):
     # Imported first, so that rss_delta_kib is what the host costs.
     import oslo_messaging  # noqa: F401
-    from sidecar import factory  # noqa: F401
-    from sidecar import report
+    from sidecar.daemon import factory  # noqa: F401
+    from sidecar.report import reporter as report
     from tests.functional.harness import sidecar_fixture  # noqa: F401
     rss_before = rss_kib()
     with tempfile.TemporaryDirectory() as base:

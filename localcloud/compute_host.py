@@ -51,9 +51,9 @@ from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from sidecar import conf as sidecar_conf  # noqa: E402
-from sidecar import factory  # noqa: E402
 from sidecar import privileged  # noqa: E402
-from sidecar import simulator  # noqa: E402
+from sidecar.daemon import factory  # noqa: E402
+from sidecar_simulator import host as simulator  # noqa: E402
 
 FPGA_VENDOR = '8086'
 LOG = logging.getLogger('localcloud.compute_host')

@@ -1,6 +1,7 @@
 """What discovery drivers report: plain, immutable values.
 
-Drivers return these; :mod:`sidecar.report` turns them into the wire objects
+Drivers return these; :mod:`sidecar.report.reporter` turns them into the wire
+objects
 cyborg-conductor expects. Keeping the two apart lets drivers stay free of
 oslo.versionedobjects and lets the reporter compare cycles cheaply (these are
 hashable and comparable).

@@ -4,8 +4,8 @@ import abc
 
 from oslo_log import log as logging
 
-from sidecar import health as health_mod
-from sidecar import nova_overlap
+from sidecar.discovery import health as health_mod
+from sidecar.discovery import nova_overlap
 from sidecar.sources import base as sources
 
 LOG = logging.getLogger(__name__)
@@ -75,7 +75,8 @@ class DiscoveryDriver(metaclass=abc.ABCMeta):
 
     def health(self, device):
         """What the host shows of ``device`` (a
-        :class:`sidecar.health.Observation`): present, and its functions'
+        :class:`sidecar.discovery.health.Observation`): present, and its
+        functions'
         PCIe AER counters. Drivers add their own checks."""
         return health_mod.pci_observation(self.sysfs_root, device)
 

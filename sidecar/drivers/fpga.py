@@ -24,10 +24,10 @@ import os_resource_classes as orc
 import os_traits
 from oslo_log import log as logging
 
-from sidecar.drivers import base
 from sidecar import exception
-from sidecar import health as health_mod
 from sidecar import model
+from sidecar.discovery import health as health_mod
+from sidecar.drivers import base
 from sidecar.sources import base as sources
 from sidecar.sources import sysfs
 

@@ -41,7 +41,7 @@ from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
 
 from sidecar import privileged
-from sidecar import simulator
+from sidecar_simulator import host as simulator
 from tests.functional.harness import broker
 from tests.functional.harness import cyborg_fixture
 from tests.functional.harness import glance_fixture

@@ -17,8 +17,8 @@ import os  # noqa: E402
 
 import fixtures  # noqa: E402
 
-from sidecar import holds  # noqa: E402
-from sidecar import manage  # noqa: E402
+from sidecar.cmd import manage  # noqa: E402
+from sidecar.state import holds  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_faults_processes as faults  # noqa: E402

@@ -24,7 +24,7 @@ import json  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-from sidecar import program  # noqa: E402
+from sidecar.program import manager as program  # noqa: E402
 from tests.functional.harness import broker  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional import test_faults_processes as faults  # noqa: E402

@@ -14,7 +14,7 @@ import time  # noqa: E402
 import fixtures
 import oslo_messaging as messaging
 
-from sidecar import rpc
+from sidecar.daemon import rpc
 from tests.functional.harness import sidecar_fixture
 from tests.functional import test_sidecar
 from tests.functional.test_sidecar import F_A

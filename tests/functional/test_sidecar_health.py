@@ -18,9 +18,9 @@ import os  # noqa: E402
 
 import fixtures  # noqa: E402
 
-from sidecar import health  # noqa: E402
-from sidecar import simulator  # noqa: E402
-from sidecar import simulator_faults as faults  # noqa: E402
+from sidecar.discovery import health  # noqa: E402
+from sidecar_simulator import faults  # noqa: E402
+from sidecar_simulator import host as simulator  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_faults_processes as processes  # noqa
 from tests.functional import test_sidecar  # noqa: E402

@@ -16,7 +16,7 @@ import threading  # noqa: E402
 
 import fixtures  # noqa: E402
 
-from sidecar import holds  # noqa: E402
+from sidecar.state import holds  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
 
@@ -33,7 +33,7 @@ class ProgrammerGate(fixtures.Fixture):
         self.entered = threading.Event()
         self.gate = threading.Event()
         gate = self
-        from sidecar import programmers
+        from sidecar.program import programmers
         real = programmers.CommandProgrammer.program
 
         def program(programmer, address, bitstream_path):
@@ -41,7 +41,7 @@ class ProgrammerGate(fixtures.Fixture):
             gate.gate.wait(waits.DEADLINE)
             return real(programmer, address, bitstream_path)
         self.useFixture(fixtures.MonkeyPatch(
-            'sidecar.programmers.CommandProgrammer.program', program))
+            'sidecar.program.programmers.CommandProgrammer.program', program))
         self.addCleanup(self.gate.set)
 
     def wait_entered(self):

@@ -16,7 +16,7 @@ import os  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 
-from sidecar import rpc  # noqa: E402
+from sidecar.daemon import rpc  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_sidecar_admission as admission  # noqa

@@ -10,7 +10,7 @@ Each host of a herd is:
   registers the node's provider as a deployment's nova-compute does);
 * a ``nova-cyborg-sidecar`` PROCESS, the console script a deployer's unit
   file runs, with its own configuration, log, state directory and sysfs
-  tree (:class:`sidecar.simulator.SimulatedHost`, the same PCI addresses
+  tree (:class:`sidecar_simulator.host.SimulatedHost`, the same PCI addresses
   as the host's fakelibvirt). Its libvirt connection (``[sidecar]
   libvirt_uri``, opened read-only by the daemon to see which devices
   domains use) is the libvirt test driver over the host's own node file

@@ -5,7 +5,8 @@ libvirt which devices domains use, and the domains of a simulated host live
 in that host's fakelibvirt connection in this process. It reaches the real
 cyborg-conductor through RabbitMQ (:mod:`tests.functional.harness.broker`),
 Placement and Glance over loopback HTTP, and reads a sysfs tree written by
-:mod:`sidecar.simulator` for the same PCI addresses fakelibvirt shows Nova.
+:mod:`sidecar_simulator.host` for the same PCI addresses fakelibvirt shows
+Nova.
 
 FPGAs are programmed with the ``command`` programmer running
 :mod:`tests.functional.harness.fpga_device`, which stands in for the card: it
@@ -20,8 +21,8 @@ import oslo_messaging as messaging
 from oslo_config import cfg
 
 from sidecar import conf as sidecar_conf
-from sidecar import factory
 from sidecar import privileged
+from sidecar.daemon import factory
 from tests.functional.harness import child
 from tests.functional.harness import identity
 
@@ -102,7 +103,7 @@ def make_conf(args=()):
 class SidecarFixture(fixtures.Fixture):
     """A started sidecar for ``host``.
 
-    :param simulated: a :class:`sidecar.simulator.SimulatedHost`; its tree
+    :param simulated: a :class:`sidecar_simulator.host.SimulatedHost`; its tree
         is written under this fixture's directory.
     :param connect: returns the libvirt connection to ask about domains.
     :param cyborg_url: Cyborg's API (``.../accelerator/v2``), which the

@@ -6,8 +6,8 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from sidecar import conf as sidecar_conf
-from sidecar import simulator
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 
 FUNCTION_ID = '9aeffe5f84a111e8a9a3b3b1fa4b5c1d'
 COMPAT_ID = simulator.DEFAULT_COMPAT_ID

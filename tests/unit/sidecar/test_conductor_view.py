@@ -12,11 +12,11 @@ from unittest import mock
 import fixtures
 import testtools
 
-from sidecar import conductor_view
 from sidecar import exception
 from sidecar import model
-from sidecar import program
-from sidecar import service
+from sidecar.daemon import service
+from sidecar.program import conductor_view
+from sidecar.program import manager as program
 from tests.unit.sidecar import utils
 
 HOST = 'compute1'
@@ -293,7 +293,7 @@ class SidecarHookTest(testtools.TestCase):
         self.view.check.side_effect = (
             lambda devices, send: self.calls.append('view'))
         self.useFixture(fixtures.MonkeyPatch(
-            'sidecar.rpc.get_agent_server', mock.Mock()))
+            'sidecar.daemon.rpc.get_agent_server', mock.Mock()))
         self.sidecar = service.Sidecar(
             conf, mock.Mock(),
             mock.Mock(**{'discover.return_value': self.devices}),

@@ -7,9 +7,9 @@ from oslo_config import cfg
 import testtools
 
 from sidecar import conf as sidecar_conf
-from sidecar import cyborg
-from sidecar import glance
-from sidecar import placement
+from sidecar.program import cyborg
+from sidecar.program import glance
+from sidecar.report import placement
 
 
 class KeystoneauthOptionsTest(testtools.TestCase):

@@ -5,8 +5,8 @@ import requests
 from requests_mock.contrib import fixture as rm_fixture
 import testtools
 
-from sidecar import cyborg
 from sidecar import exception
+from sidecar.program import cyborg
 from tests.unit.sidecar import utils
 
 ENDPOINT = 'http://cyborg.test/accelerator/v2'

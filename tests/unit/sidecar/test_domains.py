@@ -1,6 +1,6 @@
 import testtools
 
-from sidecar import domains
+from sidecar.discovery import domains
 
 XML = """<domain type='kvm'><name>instance-1</name><devices>
 <hostdev mode='subsystem' type='pci' managed='yes'><source>

@@ -12,7 +12,7 @@ import testtools
 import urllib3
 
 from sidecar import exception
-from sidecar import glance
+from sidecar.program import glance
 from tests.unit.sidecar import utils
 
 ENDPOINT = 'http://glance.test'

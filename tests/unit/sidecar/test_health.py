@@ -4,12 +4,12 @@ import os
 
 import fixtures
 
+from sidecar.discovery import health
 from sidecar.drivers import fpga
 from sidecar.drivers import gpu
 from sidecar.drivers import pci
-from sidecar import health
-from sidecar import holds as holds_mod
-from sidecar import simulator_faults as faults
+from sidecar.state import holds as holds_mod
+from sidecar_simulator import faults
 from tests.unit.sidecar import simhost
 
 FPGA = '0000:81:00.0'
@@ -214,7 +214,7 @@ class MdevParentTest(HealthTestCase):
 class ReportTest(HealthTestCase):
 
     def test_health_trait_is_one_key_added_at_the_end(self):
-        from sidecar import report
+        from sidecar.report import reporter as report
         device = self.assertHealthy()[FPGA]
         before = report.to_wire('host1', [device])[0]
         after = report.to_wire('host1', [health.with_trait(device)])[0]

@@ -4,8 +4,8 @@ import fixtures
 import testtools
 
 from sidecar import exception
-from sidecar import holds
-from sidecar import state_cache
+from sidecar.state import cache as state_cache
+from sidecar.state import holds
 
 A = '0000:81:00.0'
 B = '0000:82:00.0'

@@ -6,11 +6,11 @@ from unittest import mock
 import fixtures
 import testtools
 
-from sidecar import holds
-from sidecar import journal
-from sidecar import program
-from sidecar import reconcile
-from sidecar import service
+from sidecar.daemon import service
+from sidecar.program import journal
+from sidecar.program import manager as program
+from sidecar.report import reconcile
+from sidecar.state import holds
 from tests.unit.sidecar import test_program as tp
 from tests.unit.sidecar import test_reconcile as tr
 from tests.unit.sidecar import utils
@@ -115,7 +115,7 @@ class CycleHeldTest(testtools.TestCase):
         self.programs = mock.Mock(**{'busy.return_value': False})
         self.holds = holds.Holds()
         self.useFixture(fixtures.MonkeyPatch(
-            'sidecar.rpc.get_agent_server', mock.Mock()))
+            'sidecar.daemon.rpc.get_agent_server', mock.Mock()))
         conf.set_override('host', 'compute1')
         self.sidecar = service.Sidecar(
             conf, mock.Mock(), self.inventory, self.reporter, self.programs,

@@ -1,8 +1,8 @@
 import fixtures
 import testtools
 
-from sidecar import inventory
 from sidecar import model
+from sidecar.discovery import inventory
 
 
 class FakeDriver:

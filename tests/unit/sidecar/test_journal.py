@@ -3,7 +3,7 @@ import os
 import fixtures
 import testtools
 
-from sidecar import journal
+from sidecar.program import journal
 
 
 class JournalTest(testtools.TestCase):

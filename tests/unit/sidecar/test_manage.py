@@ -9,9 +9,9 @@ from unittest import mock
 import fixtures
 import testtools
 
-from sidecar import control
-from sidecar import holds
-from sidecar import manage
+from sidecar.cmd import manage
+from sidecar.daemon import control
+from sidecar.state import holds
 from tests.unit.sidecar import test_reconcile as tr
 
 PF = '0000:81:00.0'

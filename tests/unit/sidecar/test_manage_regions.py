@@ -5,8 +5,8 @@ import os
 import fixtures
 import testtools
 
-from sidecar import control
 from sidecar import model
+from sidecar.daemon import control
 from tests.unit.sidecar import test_manage
 
 PF = test_manage.PF

@@ -4,9 +4,9 @@ import fixtures
 import testtools
 
 from sidecar import exception
-from sidecar import mdev
 from sidecar import model
 from sidecar import privileged
+from sidecar.program import mdev
 
 GPU = '0000:3b:00.0'
 UUID = 'b5b1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d11'

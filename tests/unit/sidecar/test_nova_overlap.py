@@ -2,10 +2,10 @@
 
 import os
 
+from sidecar.discovery import nova_overlap
 from sidecar.drivers import fpga
 from sidecar.drivers import gpu
 from sidecar.drivers import pci
-from sidecar import nova_overlap
 from sidecar.sources import base as sources
 from tests.unit.sidecar import simhost
 from tests.unit.sidecar import utils

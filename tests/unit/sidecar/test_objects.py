@@ -1,7 +1,7 @@
 from oslo_versionedobjects import fixture
 import testtools
 
-from sidecar import objects
+from sidecar.report import objects
 
 # Fingerprints of openstack-cyborg 17.0.0's driver objects
 # (cyborg.objects.driver_objects), computed with ObjectVersionChecker. Equal
@@ -22,7 +22,7 @@ class WireObjectsTest(testtools.TestCase):
         classes = {name: cls for name, cls in
                    objects.WireObjectRegistry.obj_classes().items()
                    if name in CYBORG_17_FINGERPRINTS}
-        self.assertEqual({'sidecar.objects'},
+        self.assertEqual({'sidecar.report.objects'},
                          {c.__module__ for cl in classes.values()
                           for c in cl})
         checker = fixture.ObjectVersionChecker(classes)

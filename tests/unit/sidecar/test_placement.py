@@ -6,7 +6,7 @@ from requests_mock.contrib import fixture as rm_fixture
 import testtools
 
 from sidecar import exception
-from sidecar import placement
+from sidecar.report import placement
 from tests.unit.sidecar import utils
 
 ENDPOINT = 'http://placement.test'

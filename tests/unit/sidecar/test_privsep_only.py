@@ -18,11 +18,12 @@ SIDECAR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 
 PRIVILEGED = 'privileged.py'
 #: Modules that write files of their own: the bitstream staging directory
-#: (glance.py), the job journal and the state files in the state directory
-#: (journal.py, state_cache.py), and the simulated hosts that tests
-#: generate (simulator*.py).
-OWN_FILES = {'glance.py', 'journal.py', 'state_cache.py', 'simulator.py',
-             'simulator_xml.py'}
+#: (program/glance.py), the job journal and the state files in the state
+#: directory (program/journal.py, state/cache.py). The simulated hosts that
+#: tests generate are outside the package (sidecar_simulator).
+OWN_FILES = {os.path.join('program', 'glance.py'),
+             os.path.join('program', 'journal.py'),
+             os.path.join('state', 'cache.py')}
 WRITE_FLAGS = {'O_WRONLY', 'O_RDWR', 'O_CREAT', 'O_TRUNC', 'O_APPEND'}
 
 

@@ -5,9 +5,9 @@ import fixtures
 import testtools
 
 from sidecar import exception
-from sidecar import journal
 from sidecar import model
-from sidecar import program
+from sidecar.program import journal
+from sidecar.program import manager as program
 
 PF = '0000:81:00.0'
 VFS = ('0000:81:00.1', '0000:81:00.2')
@@ -174,7 +174,7 @@ class ProgramTestBase(testtools.TestCase):
         self.cyborg = FakeCyborg()
         # A consumer without an ARQ for the card is refused at once.
         self.useFixture(fixtures.MockPatch(
-            'sidecar.promises.SETTLE_SECONDS', 0))
+            'sidecar.program.promises.SETTLE_SECONDS', 0))
         self.manager = self._manager()
 
     def _manager(self):

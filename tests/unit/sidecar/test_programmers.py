@@ -17,7 +17,7 @@ import testtools
 from sidecar import conf as sidecar_conf
 from sidecar import exception
 from sidecar import privileged
-from sidecar import programmers
+from sidecar.program import programmers
 from tests.unit.sidecar import utils
 
 ADDRESS = '0000:5e:00.0'
@@ -106,7 +106,7 @@ class FpgaManagerTest(Base):
                 _write(os.path.join(self.mgr, 'state'), 'operating\n')
 
         self.useFixture(fixtures.MockPatch(
-            'sidecar.programmers.time.sleep', side_effect=sleep))
+            'sidecar.program.programmers.time.sleep', side_effect=sleep))
         self.programmer.program(ADDRESS, self.bitstream)
         self.assertEqual(3, len(polls))
 
@@ -122,9 +122,10 @@ class FpgaManagerTest(Base):
 
     def test_timeout(self):
         _write(os.path.join(self.mgr, 'state'), 'write\n')
-        self.useFixture(fixtures.MockPatch('sidecar.programmers.time.sleep'))
         self.useFixture(fixtures.MockPatch(
-            'sidecar.programmers.time.monotonic',
+            'sidecar.program.programmers.time.sleep'))
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.program.programmers.time.monotonic',
             side_effect=itertools.count(100, 0.3)))
         exc = self.assertRaises(exception.ProgrammingFailed,
                                 self.programmer.program, ADDRESS,

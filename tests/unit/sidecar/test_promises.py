@@ -3,7 +3,7 @@
 import fixtures
 
 from sidecar import exception
-from sidecar import promises
+from sidecar.program import promises
 from tests.unit.sidecar import test_program as base
 
 IMAGE_A, IMAGE_B = base.IMAGE_A, base.IMAGE_B
@@ -70,7 +70,8 @@ class PromiseTest(base.ProgramTestBase):
             on_sleep()
         checker._sleep = sleep
         self.useFixture(fixtures.MockPatch(
-            'sidecar.promises.SETTLE_SECONDS', 3 * promises.SETTLE_POLL))
+            'sidecar.program.promises.SETTLE_SECONDS',
+            3 * promises.SETTLE_POLL))
 
     def test_a_consumer_whose_allocation_goes_while_settling(self):
         # Its build failed here: its ARQs are deleted, then its allocation.

@@ -11,8 +11,8 @@ import contextlib
 import testtools
 
 from sidecar import model
-from sidecar import program
-from sidecar import reconcile
+from sidecar.program import manager as program
+from sidecar.report import reconcile
 
 ROOT = 'c0c0c0c0-0000-4000-8000-000000000000'
 F_OLD = 'CUSTOM_FPGA_FUNCTION_ID_INTEL_0ABC'

@@ -3,7 +3,7 @@ import json
 import testtools
 
 from sidecar import model
-from sidecar import report
+from sidecar.report import reporter as report
 
 
 def _fpga(function=None, vfs=2):

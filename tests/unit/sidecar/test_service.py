@@ -8,8 +8,8 @@ import testtools
 
 from sidecar import exception
 from sidecar import model
-from sidecar import reconcile
-from sidecar import service
+from sidecar.daemon import service
+from sidecar.report import reconcile
 from tests.unit.sidecar import utils
 
 ROOT = 'c0c0c0c0-0000-4000-8000-000000000000'
@@ -40,7 +40,7 @@ class CycleTest(testtools.TestCase):
                                        'report_due.return_value': False})
         self.programs = mock.Mock(**{'busy.return_value': False})
         self.useFixture(fixtures.MonkeyPatch(
-            'sidecar.rpc.get_agent_server', mock.Mock()))
+            'sidecar.daemon.rpc.get_agent_server', mock.Mock()))
         self.sidecar = service.Sidecar(
             conf, mock.Mock(), self.inventory, self.reporter, self.programs,
             mock.Mock(), self.placement, self.reconciler)

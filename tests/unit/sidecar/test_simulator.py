@@ -3,8 +3,8 @@ from xml.etree import ElementTree
 
 import fixtures
 
-from sidecar import simulator
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
 

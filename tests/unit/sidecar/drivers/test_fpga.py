@@ -5,10 +5,10 @@ import sys
 
 import libvirt
 
-from sidecar.drivers import fpga
 from sidecar import exception
 from sidecar import model
-from sidecar import program
+from sidecar.drivers import fpga
+from sidecar.program import manager as program
 from sidecar.sources import libvirt as libvirt_source
 from sidecar.sources import sysfs
 from tests.unit.sidecar import simhost

@@ -2,11 +2,11 @@ import json
 import subprocess
 import sys
 
-from sidecar.drivers import gpu
 from sidecar import exception
 from sidecar import model
-from sidecar import simulator
+from sidecar.drivers import gpu
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
 T4 = '0000:81:00.0'

@@ -3,11 +3,11 @@ import json
 from oslo_serialization import jsonutils
 from stevedore import driver as stevedore_driver
 
-from sidecar.drivers import pci
 from sidecar import exception
 from sidecar import model
-from sidecar import simulator
+from sidecar.drivers import pci
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
 PF = '0000:81:00.0'

@@ -5,9 +5,9 @@ from xml.etree import ElementTree
 
 import libvirt
 
-from sidecar import simulator
 from sidecar.sources import libvirt as libvirt_source
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
 

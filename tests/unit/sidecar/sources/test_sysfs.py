@@ -1,8 +1,8 @@
 import os
 
-from sidecar import simulator
 from sidecar.sources import base
 from sidecar.sources import sysfs
+from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
 PF = '0000:81:00.0'

@@ -45,7 +45,7 @@ import uuid as uuidlib
 from typing import Optional
 
 from sidecar import model
-from sidecar import simulator_xml
+from sidecar_simulator import libvirt_xml as simulator_xml
 
 DEFAULT_START = '0000:81:00.0'
 NO_FUNCTION = '0' * 32

@@ -4,7 +4,7 @@ RPC server, with Cyborg 17's topics, versions and serialization."""
 import oslo_messaging as messaging
 from oslo_context import context as o_context
 
-from sidecar import objects
+from sidecar.report import objects
 
 #: Cyborg's services set ``control_exchange = cyborg`` for themselves
 #: (cyborg.common.config); the sidecar talks on the same exchange.

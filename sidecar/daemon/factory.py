@@ -8,25 +8,25 @@ fakelibvirt.
 
 import os
 
-from sidecar import conductor_view
-from sidecar import control
-from sidecar import cyborg
-from sidecar import domains as domains_mod
-from sidecar import glance
-from sidecar import health
-from sidecar import holds as holds_mod
-from sidecar import inventory as inventory_mod
-from sidecar import journal as journal_mod
-from sidecar import mdev
-from sidecar import placement as placement_mod
-from sidecar import program
-from sidecar import programmers
-from sidecar import reconcile
-from sidecar import report
-from sidecar import rpc
-from sidecar import service
+from sidecar.daemon import control
+from sidecar.daemon import rpc
+from sidecar.daemon import service
+from sidecar.discovery import domains as domains_mod
+from sidecar.discovery import health
+from sidecar.discovery import inventory as inventory_mod
+from sidecar.program import conductor_view
+from sidecar.program import cyborg
+from sidecar.program import glance
+from sidecar.program import journal as journal_mod
+from sidecar.program import manager as program
+from sidecar.program import mdev
+from sidecar.program import programmers
+from sidecar.report import placement as placement_mod
+from sidecar.report import reconcile
+from sidecar.report import reporter as report
 from sidecar.sources import libvirt as libvirt_source
 from sidecar.sources import sysfs
+from sidecar.state import holds as holds_mod
 
 
 def libvirt_connector(uri):
@@ -41,7 +41,8 @@ def libvirt_connector(uri):
 
 
 def build(conf, transport=None, connect=None):
-    """Return a :class:`sidecar.service.Sidecar` ready to ``start()``."""
+    """Return a :class:`sidecar.daemon.service.Sidecar` ready to
+    ``start()``."""
     connect = connect or libvirt_connector(conf.sidecar.libvirt_uri)
     if conf.sidecar.discovery_source == 'libvirt':
         source = libvirt_source.LibvirtSource(

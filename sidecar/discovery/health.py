@@ -18,7 +18,7 @@ verdict per device each discovery cycle:
   ``write init`` ...) keeps the previous verdict;
 - a VGPU's parent function lost ``mdev_supported_types``.
 
-An unhealthy device is held (:mod:`sidecar.holds`, reason ``unhealthy``):
+An unhealthy device is held (:mod:`sidecar.state.holds`, reason ``unhealthy``):
 its providers are reserved in Placement, nothing new lands on it; its
 deployables carry the trait :data:`UNHEALTHY_TRAIT`, which Cyborg's API
 shows in the deployable's ``attributes_list`` and Placement on the
@@ -31,10 +31,10 @@ import threading
 
 from oslo_log import log as logging
 
-from sidecar import inventory
-from sidecar import program
-from sidecar import report
-from sidecar import state_cache
+from sidecar.discovery import inventory
+from sidecar.program import manager as program
+from sidecar.report import reporter as report
+from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class Monitor:
     """Judge each device's health every cycle; hold the unhealthy ones.
 
     :param sysfs_root: where the host's devices are.
-    :param holds: a :class:`sidecar.holds.Holds`, or None.
+    :param holds: a :class:`sidecar.state.holds.Holds`, or None.
     :param state_path: directory of ``health.json`` (AER baselines), or
         None to keep them in memory.
     :param users: ``users(host, device)`` returns the servers using the
@@ -296,7 +296,8 @@ class _Baselines:
 
 
 class MonitoredInventory(inventory.Inventory):
-    """An :class:`sidecar.inventory.Inventory` whose ``discover()`` passes
+    """An :class:`sidecar.discovery.inventory.Inventory` whose ``discover()``
+    passes
     the devices through a :class:`Monitor` (set ``monitor`` after
     building): unhealthy devices are held and carry the health trait, gone
     ones are reported as last seen."""

@@ -2,7 +2,7 @@
 
 While an FPGA is being reprogrammed its inventory is fully reserved so that
 nothing is scheduled to it, and its function traits are replaced once the
-new bitstream runs. The reconciler (:mod:`sidecar.reconcile`) reads the
+new bitstream runs. The reconciler (:mod:`sidecar.report.reconcile`) reads the
 host's providers and repairs what cyborg-conductor left wrong. Every write
 carries the provider generation; on a generation conflict the provider is
 read again and the write retried, a bounded number of times.

@@ -2,11 +2,11 @@
 
 ``programming.json`` holds the jobs started and not finished: what a
 sidecar killed mid-programming must undo when it comes back. Writes are
-atomic (:mod:`sidecar.state_cache`: a temporary file, fsync, rename);
+atomic (:mod:`sidecar.state.cache`: a temporary file, fsync, rename);
 a corrupt file is quarantined with an ERROR, and the reconciler then
 gives back whatever the lost jobs left reserved. (The ``leases.json`` of
 earlier releases, timed promises, is removed at start: a device is now
-promised by its Placement allocations, see :mod:`sidecar.promises`.)
+promised by its Placement allocations, see :mod:`sidecar.program.promises`.)
 """
 
 import os
@@ -14,7 +14,7 @@ import threading
 
 from oslo_log import log as logging
 
-from sidecar import state_cache
+from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class JsonStore:
 
     def __init__(self, path):
         # Atomic writes; a corrupt file is quarantined with an ERROR
-        # (:mod:`sidecar.state_cache`), never silently dropped.
+        # (:mod:`sidecar.state.cache`), never silently dropped.
         self._file = state_cache.StateFile(path)
         self._lock = threading.Lock()
         self._data = self._file.load() or {}

@@ -8,7 +8,7 @@ from oslo_log import log as logging
 
 from sidecar import conf as sidecar_conf
 from sidecar import exception
-from sidecar import factory
+from sidecar.daemon import factory
 
 LOG = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ ARQ bind, and a later bind asking that same bitstream skips the programming
 other programming leaves the record as it was: Cyborg's own
 ``PATCH /v2/deployables/{uuid}/program`` (it calls ``fpga_program`` and
 never writes the field), a job interrupted and finished by
-:meth:`sidecar.program.ProgramManager.recover`, a card reprogrammed out of
+:meth:`sidecar.program.manager.ProgramManager.recover`, a card reprogrammed
+out of
 band. The record then names a bitstream the card no longer holds, and a
 bind asking it would give a server a card holding another function.
 
@@ -43,8 +44,8 @@ import dataclasses
 from oslo_log import log as logging
 
 from sidecar import exception
-from sidecar import program
-from sidecar import report
+from sidecar.program import manager as program
+from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 
@@ -85,9 +86,9 @@ class ConductorView:
     """Keep cyborg-conductor's ``bitstream_id`` of this host's FPGAs true.
 
     :param host: ``[DEFAULT] host`` (deployable names start with it).
-    :param cyborg: a :class:`sidecar.cyborg.AcceleratorClient`.
-    :param images: a :class:`sidecar.glance.ImageClient`.
-    :param placement: a :class:`sidecar.placement.PlacementClient`.
+    :param cyborg: a :class:`sidecar.program.cyborg.AcceleratorClient`.
+    :param images: a :class:`sidecar.program.glance.ImageClient`.
+    :param placement: a :class:`sidecar.report.placement.PlacementClient`.
     :param idle: ``idle(address)``, the programs' context manager that
         yields True and holds the device while no job runs on it.
     """

@@ -1,7 +1,7 @@
 """``nova-cyborg-sidecar-manage``: the host CLI of the sidecar.
 
 It talks to the running daemon through its control socket
-(:mod:`sidecar.control`, under ``[sidecar] state_path``), so it never races
+(:mod:`sidecar.daemon.control`, under ``[sidecar] state_path``), so it never races
 the daemon: the daemon applies a change, writes Placement, and the CLI
 prints what the daemon read back. Run it as the daemon's user (root), with
 the daemon's configuration::
@@ -23,7 +23,7 @@ import sys
 from oslo_config import cfg
 
 from sidecar import conf as sidecar_conf
-from sidecar import control
+from sidecar.daemon import control
 
 FORMATS = ('table', 'json')
 

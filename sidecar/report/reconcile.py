@@ -17,7 +17,7 @@ matched, its inventories and traits. What the sidecar owns is compared:
   parent (the compute node);
 - the inventory of the deployable's resource class: ``total`` and
   ``max_unit`` equal to the accelerators found, ``reserved`` 0, or
-  ``total`` while the device is held (:mod:`sidecar.holds`: disabled, new
+  ``total`` while the device is held (:mod:`sidecar.state.holds`: disabled, new
   or unhealthy) (a device being programmed is skipped: its job holds it
   fully reserved);
 - the traits: every trait the driver reports is there, and no function
@@ -35,8 +35,8 @@ import dataclasses
 
 from oslo_log import log as logging
 
-from sidecar import program
-from sidecar import report
+from sidecar.program import manager as program
+from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def differences(want, root_uuid, provider, inventories, traits):
 class Reconciler:
     """Compare this host's device providers with Placement; repair them.
 
-    :param placement: a :class:`sidecar.placement.PlacementClient`.
+    :param placement: a :class:`sidecar.report.placement.PlacementClient`.
     :param idle: ``idle(address)``, a context manager that yields False
         while the device at ``address`` is being programmed (its providers
         then belong to the programming job) and True otherwise, holding the

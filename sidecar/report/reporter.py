@@ -4,7 +4,8 @@ when they changed.
 cyborg-agent sends its full device list every minute, and cyborg-conductor
 reads its whole database to diff it each time. The sidecar sends the list at
 start, when a cycle finds a change, after a failed send, when the
-reconciler (:mod:`sidecar.reconcile`) finds a provider missing in Placement,
+reconciler (:mod:`sidecar.report.reconcile`) finds a provider missing in
+Placement,
 on SIGHUP, and every ``[sidecar] resync_interval`` seconds if set; a cycle
 with no change sends nothing.
 """
@@ -16,12 +17,12 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from sidecar import model
-from sidecar import objects
+from sidecar.report import objects
 
 LOG = logging.getLogger(__name__)
 
 #: Traits that change when a device is reprogrammed or its health changes
-#: (:mod:`sidecar.health`). cyborg-conductor diffs attributes by key
+#: (:mod:`sidecar.discovery.health`). cyborg-conductor diffs attributes by key
 #: (``trait0``..``traitN``); keeping these after the static traits means
 #: such a change touches one key and no other trait.
 DYNAMIC_TRAIT_PREFIXES = ('CUSTOM_FPGA_FUNCTION_ID', 'CUSTOM_HEALTH_')

@@ -1,8 +1,8 @@
-"""Faults of a simulated host (:class:`sidecar.simulator.SimulatedHost`),
+"""Faults of a simulated host (:class:`sidecar_simulator.host.SimulatedHost`),
 written to its sysfs tree as the kernel would show them.
 
 Test tooling, like the simulator: the health checks of
-:mod:`sidecar.health` are proven against these::
+:mod:`sidecar.discovery.health` are proven against these::
 
     simulator_faults.set_aer(host, '0000:81:00.0', fatal=1)
     simulator_faults.set_fpga_state(host, '0000:81:00.0', 'write error')

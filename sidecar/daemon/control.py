@@ -23,7 +23,7 @@ from oslo_utils import uuidutils
 
 from sidecar import exception
 from sidecar import model
-from sidecar import report
+from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ def socket_path(state_path):
 
 
 class Control:
-    """What each request does, on a running :class:`sidecar.service.Sidecar`.
+    """What each request does, on a running
+    :class:`sidecar.daemon.service.Sidecar`.
     """
 
     def __init__(self, sidecar):

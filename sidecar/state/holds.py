@@ -12,8 +12,8 @@ has at least one reason:
   when the device is healthy again.
 
 Every provider of a held device is kept at ``reserved = total`` in
-Placement (:mod:`sidecar.reconcile`), and the end of a programming job
-never lifts that (:mod:`sidecar.program`). ``disabled`` and ``new`` are
+Placement (:mod:`sidecar.report.reconcile`), and the end of a programming job
+never lifts that (:mod:`sidecar.program.manager`). ``disabled`` and ``new`` are
 admin state: they are persisted atomically under ``[sidecar] state_path``
 (``holds.json``) and survive restarts and cyborg-conductor's rewrites of
 the inventory. ``unhealthy`` is observed state, kept in memory only: the
@@ -29,7 +29,7 @@ import threading
 from oslo_log import log as logging
 
 from sidecar import exception
-from sidecar import state_cache
+from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 

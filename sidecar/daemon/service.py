@@ -8,8 +8,8 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from sidecar import exception
-from sidecar import report
-from sidecar import rpc
+from sidecar.daemon import rpc
+from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 
@@ -81,13 +81,13 @@ class Sidecar:
     def __init__(self, conf, transport, inventory, reporter, programs,
                  mdevs, placement, reconciler, view=None, holds=None):
         self.conf = conf
-        #: A :class:`sidecar.holds.Holds`, or None (nothing is held).
+        #: A :class:`sidecar.state.holds.Holds`, or None (nothing is held).
         self.holds = holds
-        #: A :class:`sidecar.control.ControlServer`, or None.
+        #: A :class:`sidecar.daemon.control.ControlServer`, or None.
         self.control = None
         if holds is not None:
             holds.add_listener(lambda key: self._wake.set())
-        #: A :class:`sidecar.conductor_view.ConductorView`, or None.
+        #: A :class:`sidecar.program.conductor_view.ConductorView`, or None.
         self.view = view
         #: The last report is not read back from Cyborg yet.
         self._unverified = False
@@ -197,7 +197,7 @@ class Sidecar:
         return held and not drift
 
     def _admit(self, root, devices):
-        """Record the devices found (:meth:`sidecar.holds.Holds.admit`);
+        """Record the devices found (:meth:`sidecar.state.holds.Holds.admit`);
         at the first start, those already in Placement are in service."""
         if self.holds is None:
             return

@@ -4,7 +4,8 @@ For one device, programming requests are serialized. A device is never
 reprogrammed while a domain on this host uses one of its attach handles
 (libvirt is asked each time), nor while a consumer holding a Placement
 allocation on one of its providers relies on what it holds
-(:mod:`sidecar.promises`): the allocation is the promise, from scheduling
+(:mod:`sidecar.program.promises`): the allocation is the promise, from
+scheduling
 until the server is gone, whether or not the sidecar programmed the card for
 it. While a device is programmed its resource providers
 offer nothing (``reserved = total``); afterwards the function trait names
@@ -12,7 +13,7 @@ the loaded bitstream. A job in flight is journaled, so a sidecar killed
 mid-programming undoes the reservation and sets the trait to what the device
 really holds when it comes back. The end of a job gives the providers back
 as the sidecar owns them: ``reserved`` 0, or ``total`` while the device is
-held (:mod:`sidecar.holds`): a restore never erases an operator's disable
+held (:mod:`sidecar.state.holds`): a restore never erases an operator's disable
 made before or during the job.
 
 A card with several regions (:mod:`sidecar.drivers.fpga`) is programmed
@@ -21,7 +22,8 @@ consumers and given the new function trait, and only its attach handles
 are looked for in domains. cyborg-conductor's ``fpga_program`` names the
 card alone (its control path); the region is the one whose provider an
 ARQ being bound (``BindStarted``) that asks the function is bound to
-(:meth:`sidecar.promises.PromiseChecker.binding`). A control path that is
+(:meth:`sidecar.program.promises.PromiseChecker.binding`). A control path that
+is
 a region's function (its VF) names that region.
 """
 
@@ -36,8 +38,8 @@ from oslo_log import log as logging
 from oslo_utils import uuidutils
 
 from sidecar import exception
-from sidecar import promises
-from sidecar import report
+from sidecar.program import promises
+from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The sidecar's console scripts: the daemon and its host CLI."""

@@ -1,0 +1,2 @@
+"""Programming FPGAs and creating mediated devices: jobs, programmers,
+leases (Placement allocations), the job journal and the bitstreams."""
