@@ -12,10 +12,10 @@ work is allowed, and what it cannot do is refused with a message that
 says why and what to do instead.
 """
 
+from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
-from nova_cyborg import request_groups
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
@@ -72,6 +72,6 @@ def check_new_flavor(context, flavor):
     if not dp_name:
         return
     try:
-        request_groups.get_device_profile_request_groups(context, dp_name)
+        nc_client.get_device_profile_request_groups(context, dp_name)
     except (exception.DeviceProfileError, exception.CyborgError) as e:
         raise exception.OperationRefused(reason=e.format_message())

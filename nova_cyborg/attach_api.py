@@ -115,8 +115,7 @@ def _server_count(context, instance):
     dp_name = instance.flavor.extra_specs.get(move.DP_EXTRA_SPEC)
     if dp_name:
         total += request_groups.count(
-            request_groups.get_device_profile_request_groups(context,
-                                                             dp_name))
+            nc_client.get_device_profile_request_groups(context, dp_name))
     for entry in move.entries(instance, rpc.ALLOC_PREFIX):
         total += int(entry.rsplit(' ', 1)[1])
     return total
@@ -144,7 +143,7 @@ class AcceleratorAPI(object):
                 'The accelerators of device profile %s are attached '
                 'already.') % dp_name)
         # Raises DeviceProfileError for an unknown or malformed profile.
-        groups = request_groups.get_device_profile_request_groups(
+        groups = nc_client.get_device_profile_request_groups(
             context, dp_name)
         check_recordable(dp_name, groups)
         request_groups.check_limit(dp_name, request_groups.count(groups),

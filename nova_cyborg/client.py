@@ -113,6 +113,19 @@ def get_client(context, instance=None):
     return CyborgClient(context, project_id=project_id)
 
 
+def get_device_profile_request_groups(context, dp_name, owner=None):
+    """Fetch the device profile from Cyborg; return its request groups.
+
+    :param owner: the suffix of the requester IDs (a port's UUID), or None.
+    :returns: list of nova.objects.RequestGroup, validated
+        (nova_cyborg.request_groups.build_request_groups).
+    :raises: DeviceProfileError, CyborgError
+    """
+    groups = get_client(context).get_device_profile_groups(dp_name)
+    return request_groups.build_request_groups(groups, owner,
+                                               dp_name=dp_name)
+
+
 def _retries(method):
     """keystoneauth's retry arguments for one call with ``method``.
 
@@ -250,25 +263,6 @@ class CyborgClient(object):
                 '%s') % dp_name)
         return arqs
 
-    def create_arqs_and_match_resource_providers(self, dp_name, rg_rp_map):
-        """Create ARQs and set each one's ``device_rp_uuid`` from the map.
-
-        :param rg_rp_map: {requester_id: [resource provider uuid]}, from
-            ``RequestSpec.get_request_group_mapping()``.
-        :raises: AcceleratorRequestBindingFailed (with the created ARQs, so
-            that the caller deletes them) if a group has no provider.
-        """
-        arqs = self.create_arqs(dp_name)
-        try:
-            for arq in arqs:
-                arq['device_rp_uuid'] = self.get_arq_device_rp_uuid(
-                    arq, rg_rp_map, None)
-        except exception.ProviderMappingError as e:
-            raise exception.AcceleratorRequestBindingFailed(
-                arqs=[arq.get('uuid') for arq in arqs],
-                msg=e.format_message())
-        return arqs
-
     def get_arq_device_rp_uuid(self, arq, rg_rp_map, owner):
         """Return the provider the scheduler allocated for the ARQ's group."""
         group_id = arq.get('device_profile_group_id')
@@ -351,11 +345,6 @@ class CyborgClient(object):
         """Every ARQ of every project."""
         resp = self._call(_('get'), 'get', ARQ_URL, (200,), as_service=True)
         return self._json_list(_('get'), resp, 'arqs')
-
-    def get_arq_by_uuid(self, arq_uuid):
-        resp = self._call(_('get'), 'get', '%s/%s' % (ARQ_URL, arq_uuid),
-                          (200,), as_service=True)
-        return resp.json()
 
     def get_arq_uuids_for_instance(self, instance):
         return [arq['uuid']

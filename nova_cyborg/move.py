@@ -34,7 +34,6 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg import request_groups
 
 LOG = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ def add_profile_groups(context, request_spec, flavor):
     if not dp_name:
         return
     request_spec.requested_resources.extend(
-        request_groups.get_device_profile_request_groups(context, dp_name))
+        nc_client.get_device_profile_request_groups(context, dp_name))
 
 
 def bind_and_wait(virtapi, context, instance, bindings):

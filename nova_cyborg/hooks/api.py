@@ -1,0 +1,38 @@
+"""Hooks of ``nova.compute.api`` (patch 0006)."""
+
+from nova_cyborg import api
+
+
+def check_operation(operation, instance):
+    """Called by the ``block_accelerators`` decorator of ``compute.API``.
+
+    Replaces upstream's refusal of every server operation on a server
+    with accelerators by the project's list of supported operations.
+
+    :param operation: the name of the decorated API method ('resize', ...).
+    :param instance: the nova.objects.Instance.
+    :raises: ForbiddenWithAccelerators for an operation not supported.
+    """
+    api.check_operation(operation, instance)
+
+
+def check_new_flavor(context, flavor):
+    """Called by ``API.resize()`` for the new flavor (upstream refuses one
+    with a device profile).
+
+    :param flavor: the new nova.objects.Flavor.
+    :raises: DeviceProfileError if its device profile is invalid.
+    """
+    api.check_new_flavor(context, flavor)
+
+
+def requests_device_profile(dp_name):
+    """Called by ``API._validate_and_build_base_options()``.
+
+    :param dp_name: the flavor's ``accel:device_profile`` extra spec, or
+        None if it has none.
+    :returns: whether the profile's request groups must be fetched: an
+        empty name is refused there (HTTP 400) instead of booting the
+        server without its accelerators.
+    """
+    return dp_name is not None
