@@ -4,6 +4,7 @@
 
 from nova.compute import vm_states
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import conductor
 from nova_cyborg import move
 
@@ -45,7 +46,7 @@ def exhausted_hosts_reason(instance, reason, failure):
         with accelerators, it says why the last host failed (the
         instance's own fault: no need to name it); else ``reason``.
     """
-    if not failure or not move.has_accelerators(instance):
+    if not failure or not bookkeeping.has_accelerators(instance):
         return reason
     return ('Exhausted all hosts available for retrying build failures. '
             'Last failure: %s' % failure)
