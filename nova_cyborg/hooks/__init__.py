@@ -16,7 +16,6 @@ Modules, by the Nova module that imports them:
 * ``api``: nova.compute.api
 * ``api_actions``: nova.api.openstack.compute.routes
 * ``policies``: nova.policies
-* ``extra_specs``: nova.api.validation.extra_specs.accel
 * ``conductor``: nova.conductor.manager, nova.conductor.tasks.migrate
 * ``scheduler``: nova.scheduler.manager
 * ``compute``: nova.compute.manager

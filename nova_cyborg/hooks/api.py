@@ -24,15 +24,3 @@ def check_new_flavor(context, flavor):
     :raises: DeviceProfileError if its device profile is invalid.
     """
     api.check_new_flavor(context, flavor)
-
-
-def requests_device_profile(dp_name):
-    """Called by ``API._validate_and_build_base_options()``.
-
-    :param dp_name: the flavor's ``accel:device_profile`` extra spec, or
-        None if it has none.
-    :returns: whether the profile's request groups must be fetched: an
-        empty name is refused there (HTTP 400) instead of booting the
-        server without its accelerators.
-    """
-    return dp_name is not None

@@ -36,7 +36,7 @@ class ClientTestBase(test.NoDBTestCase):
         self.ksa_sleep = self.useFixture(test.fixtures.MockPatch(
             'keystoneauth1.session.time')).mock.sleep
         self.useFixture(test.fixtures.MonkeyPatch(
-            'nova_cyborg.client._SESSION', None))
+            'nova_cyborg.cyborg_http._SESSION', None))
         service_auth.reset_globals()
         self.addCleanup(service_auth.reset_globals)
         self.requests = self.useFixture(rm_fixture.Fixture())

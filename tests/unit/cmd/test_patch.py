@@ -35,6 +35,10 @@ SERIES_DIR = os.path.join(PATCHES, 'nova-%s' % VERSION)
 PATCH_LIST = _series.load_series(SERIES_DIR)
 SERIES = [p.name for p in PATCH_LIST]
 TOUCHED = sorted(set(rel for p in PATCH_LIST for rel in p.paths()))
+# Files changed by patches that route into nova_cyborg.hooks (the others
+# only by fixes of upstream bugs, named *-fix-*).
+ROUTED = sorted(set(rel for p in PATCH_LIST if '-fix-' not in p.name
+                    for rel in p.paths()))
 
 
 def first_patch_on(rel):
@@ -128,9 +132,10 @@ class TestApplyRevert(NovaCopyTestCase):
         for rel in TOUCHED:
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
-            self.assertIn('# nova-cyborg:', text)
-            self.assertIn('from nova_cyborg.hooks import ', text)
             compile(text, rel, 'exec')
+            if rel in ROUTED:
+                self.assertIn('# nova-cyborg:', text)
+                self.assertIn('from nova_cyborg.hooks import ', text)
         self.assertFalse(os.path.exists(stale))
         self.assertTrue(os.path.exists(other))
 
@@ -285,13 +290,19 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertUnchanged(applied)
 
     def test_partial_hunks_within_a_file_is_a_conflict(self):
-        # The first patch on the compute manager with all hunks but #2.
+        # The patches before it, then the first patch on the compute
+        # manager with three hunks or more, all hunks but #2.
         rel = 'nova/compute/manager.py'
-        bad_patch, fp = first_patch_on(rel)
-        self.assertGreater(len(fp.hunks), 2)
+        lines = _unidiff.split_lines(self.read(rel).decode('utf-8'))
+        for bad_patch in PATCH_LIST:
+            (fp,) = [f for f in bad_patch.files if f.target() == rel] or [None]
+            if fp is None:
+                continue
+            if len(fp.hunks) > 2:
+                break
+            lines = _unidiff.apply_hunks(lines, fp)
         some = _unidiff.FilePatch(fp.old_path, fp.new_path)
         some.hunks = fp.hunks[:1] + fp.hunks[2:]
-        lines = _unidiff.split_lines(self.read(rel).decode('utf-8'))
         with open(os.path.join(self.target, rel), 'w') as f:
             f.write(''.join(_unidiff.apply_hunks(lines, some)))
         before = self.snapshot()
