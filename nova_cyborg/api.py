@@ -6,12 +6,17 @@ upstream puts on the actions it refuses for a flavor with
 rebuild, evacuate and shelve only above a compute service version), and
 from the check of the new flavor in ``API.resize``.
 
-Every compute of a deployment runs the patched Nova (see the deployer
-docs), so the service version checks are gone: what nova-cyborg makes
+Upstream's service version checks are gone (a patched compute reports
+the same service version as an unpatched one): what nova-cyborg makes
 work is allowed, and what it cannot do is refused with a message that
-says why and what to do instead.
+says why and what to do instead. A move is also refused (HTTP 409) when
+a host it needs does not report that it runs nova-cyborg
+(:mod:`nova_cyborg.capability`).
 """
 
+import inspect
+
+from nova_cyborg import capability
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -25,7 +30,7 @@ SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
 #: Actions that would lose accelerators attached with addAccelerator:
 #: only the flavor's device profile follows a server that is rebuilt,
 #: moved or offloaded. (Evacuation is allowed: the host is gone, and the
-#: server gets its flavor's accelerators on the new host.)
+#: server takes what was attached along, nova_cyborg.evacuate.)
 _NOT_WITH_ATTACHED = frozenset(['rebuild', 'resize', 'shelve'])
 
 _REFUSALS = {
@@ -56,6 +61,21 @@ def check_operation(operation, instance):
         'The %s action is not supported for a server with accelerators.'
     ) % operation
     raise exception.OperationRefused(reason=reason)
+
+
+def check_hosts(context, func, instance, *args, **kwargs):
+    """Refuse a move of a server with accelerators a host cannot serve.
+
+    Routed from ``block_accelerators`` with the decorated method and its
+    arguments (:func:`nova_cyborg.capability.check_hosts`).
+
+    :raises: ComputeNotServing (HTTP 409) naming the host and why.
+    """
+    if not move.has_accelerators(instance):
+        return
+    arguments = inspect.signature(func).bind(
+        None, context, instance, *args, **kwargs).arguments
+    capability.check_hosts(context, func.__name__, instance, arguments)
 
 
 def check_new_flavor(context, flavor):

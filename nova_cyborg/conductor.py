@@ -31,6 +31,7 @@ from nova.scheduler.client import report
 
 from nova_cyborg import allocations
 from nova_cyborg import client as nc_client
+from nova_cyborg import evacuate
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
@@ -152,7 +153,8 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
     dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
     ports = [net for net in requested_networks or []
              if net.port_id and net.device_profile]
-    if not dp_name and not ports:
+    if not dp_name and not ports and not evacuate.carries(instance,
+                                                          hostname):
         return []
     # Bound in the instance's project, whoever acts.
     cyclient = nc_client.get_client(context, instance=instance)
@@ -164,7 +166,11 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                                     created)
         bindings.update(_port_bindings(cyclient, instance, hostname, mapping,
                                        ports, created))
-        cyclient.bind_arqs(bindings)
+        # An evacuation takes what was attached along (nova_cyborg.evacuate)
+        bindings.update(evacuate.attached_bindings(
+            context, instance, hostname, cyclient, created))
+        if bindings:
+            cyclient.bind_arqs(bindings)
     except Exception as e:
         msg = _reason(e)
         LOG.error('Creating or binding accelerator requests on %(host)s '

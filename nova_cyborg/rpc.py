@@ -14,7 +14,10 @@ the server's compute, with a ``call``, which version it serves
 ``UnsupportedVersion`` and the action is refused with 409 naming the host,
 instead of a 202 whose cast the compute would drop with an error in its
 log. A later version of the namespace is used only once
-``can_send_version`` says the compute serves it.
+``can_send_version`` says the compute serves it. A patched compute also
+reports the namespace's version as a trait of its compute node provider,
+which the scheduler and nova-api check for moves of servers with
+accelerators (:mod:`nova_cyborg.capability`).
 
 While a task state is set, Nova's API refuses every other action on the
 server (409, "in task_state adding_accelerator"), so a start, stop,

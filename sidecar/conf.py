@@ -70,8 +70,31 @@ SIDECAR_OPTS = [
                     'relearn a host\'s devices, send the daemon SIGHUP.'),
     cfg.StrOpt('state_path',
                default='/var/lib/nova-cyborg-sidecar',
-               help='Directory for the sidecar\'s programming journal. It '
-                    'must survive restarts of the daemon.'),
+               help='Directory for the sidecar\'s state: the programming '
+                    'journal, the devices\' admin state (``holds.json``), '
+                    'the last discovered devices and the host CLI\'s '
+                    'socket. It must survive restarts of the daemon.'),
+    cfg.StrOpt('admit_new_devices',
+               default='disabled',
+               choices=[('disabled',
+                         'A device discovered for the first time is '
+                         'reported with its providers fully reserved '
+                         '(held ``new``) until an operator runs '
+                         '``nova-cyborg-sidecar-manage device enable``.'),
+                        ('enabled',
+                         'A new device is offered for scheduling at once '
+                         '(the behaviour of earlier releases).')],
+               help='Whether newly discovered devices are offered for '
+                    'scheduling. The default, ``disabled``, suits new '
+                    'installs. Upgrades: at the first start of this '
+                    'release (no ``holds.json`` under ``state_path``) '
+                    'every device whose resource provider already exists '
+                    'in Placement is admitted, so devices in service stay '
+                    'in service; set ``enabled`` to keep admitting every '
+                    'new device as earlier releases did. Enable and '
+                    'disable are kept in ``holds.json`` and survive '
+                    'restarts and cyborg-conductor\'s inventory '
+                    'rewrites.'),
     cfg.IntOpt('program_lease',
                default=600, min=0,
                deprecated_for_removal=True,
@@ -90,6 +113,17 @@ SIDECAR_OPTS = [
                default=120, min=1,
                help='Seconds to wait for cyborg-conductor to answer a '
                     'report.'),
+    cfg.StrOpt('nova_config_file',
+               default='/etc/nova/nova.conf',
+               help='nova-compute\'s configuration file on this host. The '
+                    'sidecar reads its ``[pci] device_spec`` (and '
+                    '``passthrough_whitelist``), ``[pci] alias`` and '
+                    '``[devices] enabled_mdev_types`` whenever it changes, '
+                    'and never reports a device one of whose functions '
+                    'Nova manages itself: it logs a WARNING naming the '
+                    'device and the Nova entry instead. A missing file '
+                    'means Nova manages no device. Empty: do not read '
+                    'it.'),
 ]
 
 PCI_OPTS = [
@@ -114,6 +148,17 @@ GPU_OPTS = [
                 help='mdev types (for example ``nvidia-35``) the ``gpu`` '
                      'driver offers as VGPU. A GPU with none of these '
                      'types is offered whole, as PGPU.'),
+    cfg.ListOpt('device_selector',
+                default=[],
+                help='The GPUs the ``gpu`` driver may report: each item is '
+                     'either ``<vendor_id>:<product_id>`` (hex, either may '
+                     'be ``*``), for example ``10de:1eb8`` or ``10de:*``, '
+                     'or a PCI address glob with a dot, for example '
+                     '``0000:81:00.0`` or ``0000:3b:*.*``. Empty (the '
+                     'default): no GPU is reported. Whatever it selects, '
+                     'the host\'s own display (a VGA controller with '
+                     '``boot_vga`` 1) and BMC display controllers (ASPEED, '
+                     'Matrox) are never reported.'),
 ]
 
 FPGA_OPTS = [

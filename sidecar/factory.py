@@ -6,10 +6,15 @@ sidecar per simulated host beside a Nova whose hosts are Nova's
 fakelibvirt.
 """
 
+import os
+
 from sidecar import conductor_view
+from sidecar import control
 from sidecar import cyborg
 from sidecar import domains as domains_mod
 from sidecar import glance
+from sidecar import health
+from sidecar import holds as holds_mod
 from sidecar import inventory as inventory_mod
 from sidecar import journal as journal_mod
 from sidecar import mdev
@@ -44,7 +49,7 @@ def build(conf, transport=None, connect=None):
     else:
         source = sysfs.SysfsSource(conf.sidecar.sysfs_root)
     transport = transport or rpc.get_transport(conf)
-    inventory = inventory_mod.Inventory(
+    inventory = health.MonitoredInventory(
         inventory_mod.load_drivers(conf, source))
     domains = domains_mod.DomainInspector(connect)
     placement = placement_mod.PlacementClient(conf)
@@ -52,16 +57,26 @@ def build(conf, transport=None, connect=None):
     reporter = report.Reporter(rpc.ConductorClient(conf, transport),
                                conf.host, rp_name,
                                conf.sidecar.resync_interval)
+    holds = holds_mod.Holds(
+        os.path.join(conf.sidecar.state_path, holds_mod.FILE),
+        admit_new=conf.sidecar.admit_new_devices)
+    inventory.monitor = health.Monitor(
+        conf.host, conf.sidecar.sysfs_root, holds=holds,
+        state_path=conf.sidecar.state_path,
+        users=health.users_from(placement, domains, conf.sidecar.sysfs_root))
     programs = program.ProgramManager(
         conf.host, inventory, programmers.ByDriver(conf),
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
-        cyborg.AcceleratorClient(conf))
+        cyborg.AcceleratorClient(conf), holds=holds)
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
     reconciler = reconcile.Reconciler(conf.host, placement,
-                                      idle=programs.idle)
+                                      idle=programs.idle, held=holds.held)
     view = conductor_view.ConductorView(
         conf.host, cyborg.AcceleratorClient(conf), glance.ImageClient(conf),
         placement, programs.idle)
-    return service.Sidecar(conf, transport, inventory, reporter, programs,
-                           mdevs, placement, reconciler, view=view)
+    sidecar = service.Sidecar(conf, transport, inventory, reporter,
+                              programs, mdevs, placement, reconciler,
+                              view=view, holds=holds)
+    sidecar.control = control.ControlServer(conf.sidecar.state_path, sidecar)
+    return sidecar

@@ -10,7 +10,10 @@ it. While a device is programmed its resource providers
 offer nothing (``reserved = total``); afterwards the function trait names
 the loaded bitstream. A job in flight is journaled, so a sidecar killed
 mid-programming undoes the reservation and sets the trait to what the device
-really holds when it comes back.
+really holds when it comes back. The end of a job gives the providers back
+as the sidecar owns them: ``reserved`` 0, or ``total`` while the device is
+held (:mod:`sidecar.holds`): a restore never erases an operator's disable
+made before or during the job.
 """
 
 import contextlib
@@ -75,7 +78,7 @@ class ProgramManager:
     """Serve ``fpga_program`` for the FPGAs this host reported."""
 
     def __init__(self, host, inventory, programmer, images, placement,
-                 domains, journal, cyborg, clock=time.time):
+                 domains, journal, cyborg, clock=time.time, holds=None):
         self._host = host
         self._inventory = inventory
         self._programmer = programmer
@@ -85,12 +88,38 @@ class ProgramManager:
         self._journal = journal
         self._promises = promises.PromiseChecker(placement, cyborg, images)
         self._clock = clock
+        self._holds = holds
         self._locks = {}
         self._locks_guard = threading.Lock()
 
     def _lock(self, address):
         with self._locks_guard:
             return self._locks.setdefault(address, threading.Lock())
+
+    def busy(self):
+        """True while any device is being programmed: a report then
+        would make cyborg-conductor rewrite that device's inventory
+        without its reservation."""
+        with self._locks_guard:
+            locks = list(self._locks.values())
+        return any(lock.locked() for lock in locks)
+
+    def held(self, address):
+        return bool(self._holds and self._holds.held(address))
+
+    def busy_with(self, address):
+        """True while ``address`` is being programmed."""
+        with self._locks_guard:
+            lock = self._locks.get(address)
+        return bool(lock and lock.locked())
+
+    def domains_in_use(self):
+        """``{PCI address: domain name}`` of the devices domains use."""
+        return self._domains.devices_in_use()
+
+    def jobs(self):
+        """The journal: ``[(address, job)]`` started and not finished."""
+        return self._journal.jobs.items()
 
     @contextlib.contextmanager
     def idle(self, address):
@@ -228,10 +257,15 @@ class ProgramManager:
             self._finish(address, job)
 
     def _finish(self, address, job):
-        """Give the providers back and close the journal entry."""
+        """Give the providers back (fully reserved while the device is
+        held) and close the journal entry."""
         for rp, previous in job['reserved'].items():
             try:
-                self._placement.restore_reserved(rp, previous)
+                if self.held(address):
+                    self._placement.reserve_all(rp)
+                else:
+                    self._placement.restore_reserved(
+                        rp, {rc: 0 for rc in previous})
             except exception.SidecarError as exc:
                 LOG.error('Could not restore the reservation of provider '
                           '%(rp)s: %(exc)s; it stays reserved and is retried '

@@ -16,8 +16,10 @@ matched, its inventories and traits. What the sidecar owns is compared:
 - the provider: its name, the UUID cyborg-conductor derives from it, its
   parent (the compute node);
 - the inventory of the deployable's resource class: ``total`` and
-  ``max_unit`` equal to the accelerators found, ``reserved`` 0 (a device
-  being programmed is skipped: its job holds it fully reserved);
+  ``max_unit`` equal to the accelerators found, ``reserved`` 0, or
+  ``total`` while the device is held (:mod:`sidecar.holds`: disabled, new
+  or unhealthy) (a device being programmed is skipped: its job holds it
+  fully reserved);
 - the traits: every trait the driver reports is there, and no function
   trait (``CUSTOM_FPGA_FUNCTION_ID_*``) other than the loaded one.
 
@@ -48,16 +50,21 @@ class Wanted:
     resource_class: str
     total: int
     traits: frozenset
+    #: ``total`` while the device is held out of scheduling, else 0.
+    reserved: int = 0
 
 
-def wanted(host, devices):
-    """The providers ``devices`` should have in Placement."""
+def wanted(host, devices, held=None):
+    """The providers ``devices`` should have in Placement;
+    ``held(address)`` is true for a device held out of scheduling."""
     for device in devices:
+        hold = bool(held and held(device.address))
         for dep in device.deployables:
             name = report.deployable_name(host, dep)
             yield Wanted(device.address, name, program.provider_uuid(name),
                          dep.resource_class, dep.num_accelerators,
-                         frozenset(dep.traits))
+                         frozenset(dep.traits),
+                         dep.num_accelerators if hold else 0)
 
 
 def _owned_traits(traits):
@@ -90,11 +97,11 @@ def differences(want, root_uuid, provider, inventories, traits):
         else:
             seen = (inv.get('total'), inv.get('max_unit'),
                     inv.get('reserved', 0))
-            if seen != (want.total, want.total, 0):
+            if seen != (want.total, want.total, want.reserved):
                 problems.append(
                     '%s total/max_unit/reserved are %s/%s/%s, not '
-                    '%d/%d/0' % ((want.resource_class,) + seen +
-                                 (want.total, want.total)))
+                    '%d/%d/%d' % ((want.resource_class,) + seen +
+                                  (want.total, want.total, want.reserved)))
     missing = want.traits - traits
     if missing:
         problems.append('traits %s are missing' % ', '.join(sorted(missing)))
@@ -112,12 +119,15 @@ class Reconciler:
         while the device at ``address`` is being programmed (its providers
         then belong to the programming job) and True otherwise, holding the
         device for the duration.
+    :param held: ``held(address)``, true while the device is held out of
+        scheduling (its providers are then kept fully reserved).
     """
 
-    def __init__(self, host, placement, idle=None):
+    def __init__(self, host, placement, idle=None, held=None):
         self._host = host
         self._placement = placement
         self._idle = idle or (lambda address: contextlib.nullcontext(True))
+        self._held = held
         # uuid -> (generation, Wanted) of providers seen matching.
         self._matched = {}
         self._report_next = False
@@ -135,7 +145,7 @@ class Reconciler:
         tree = {rp['uuid']: rp
                 for rp in self._placement.providers_in_tree(root_uuid)}
         drift = {}
-        for want in wanted(self._host, devices):
+        for want in wanted(self._host, devices, self._held):
             provider = tree.get(want.uuid)
             if (provider is not None and self._matched.get(want.uuid) ==
                     (provider.get('generation'), want) and
@@ -178,7 +188,7 @@ class Reconciler:
             placement.set_parent(want.uuid, want.name, root_uuid)
         if want.total > 0:
             placement.set_inventory(want.uuid, want.resource_class,
-                                    want.total, reserved=0)
+                                    want.total, reserved=want.reserved)
         placement.replace_traits_with_prefix(
             want.uuid, program.FUNCTION_TRAIT_PREFIX, want.traits)
 

@@ -20,10 +20,11 @@ from sidecar import objects
 
 LOG = logging.getLogger(__name__)
 
-#: Traits that change when a device is reprogrammed. cyborg-conductor diffs
-#: attributes by key (``trait0``..``traitN``); keeping these after the static
-#: traits means a change of function touches one key and no other trait.
-DYNAMIC_TRAIT_PREFIXES = ('CUSTOM_FPGA_FUNCTION_ID',)
+#: Traits that change when a device is reprogrammed or its health changes
+#: (:mod:`sidecar.health`). cyborg-conductor diffs attributes by key
+#: (``trait0``..``traitN``); keeping these after the static traits means
+#: such a change touches one key and no other trait.
+DYNAMIC_TRAIT_PREFIXES = ('CUSTOM_FPGA_FUNCTION_ID', 'CUSTOM_HEALTH_')
 
 
 def _trait_order(trait):

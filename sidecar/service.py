@@ -8,6 +8,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from sidecar import exception
+from sidecar import report
 from sidecar import rpc
 
 LOG = logging.getLogger(__name__)
@@ -78,8 +79,14 @@ class Sidecar:
     FIRST_RETRY = 1.0
 
     def __init__(self, conf, transport, inventory, reporter, programs,
-                 mdevs, placement, reconciler, view=None):
+                 mdevs, placement, reconciler, view=None, holds=None):
         self.conf = conf
+        #: A :class:`sidecar.holds.Holds`, or None (nothing is held).
+        self.holds = holds
+        #: A :class:`sidecar.control.ControlServer`, or None.
+        self.control = None
+        if holds is not None:
+            holds.add_listener(lambda key: self._wake.set())
         #: A :class:`sidecar.conductor_view.ConductorView`, or None.
         self.view = view
         #: The last report is not read back from Cyborg yet.
@@ -103,6 +110,10 @@ class Sidecar:
             AgentEndpoint(programs, mdevs, self.report_now))
 
     @property
+    def placement(self):
+        return self._placement
+
+    @property
     def rp_name(self):
         return self.conf.sidecar.resource_provider_name or self.conf.host
 
@@ -112,6 +123,8 @@ class Sidecar:
         # call as soon as it knows them. This waits for RabbitMQ.
         self._server.start()
         self.run_cycle()
+        if self.control is not None:
+            self.control.start()
         self._thread = threading.Thread(target=self._loop,
                                         name='sidecar-discovery',
                                         daemon=True)
@@ -152,13 +165,22 @@ class Sidecar:
                         'nova-compute registers it', self.rp_name)
             return False
         devices = self.inventory.discover()
-        sends = self.reporter.sends
-        if not self._send(context, devices,
-                          again=self.reconciler.report_due()):
-            return False
-        held = ((self.reporter.sends == sends and not self._unverified) or
-                self._conductor_holds(devices))
-        self._check_view(context, devices)
+        self._admit(root, devices)
+        if self.programs.busy():
+            # cyborg-conductor would rewrite the inventory of the card
+            # being programmed without its reservation: report after.
+            LOG.info('A device is being programmed; reporting after the '
+                     'job')
+            held = False
+        else:
+            sends = self.reporter.sends
+            if not self._send(context, devices,
+                              again=self.reconciler.report_due()):
+                return False
+            held = ((self.reporter.sends == sends and
+                     not self._unverified) or
+                    self._conductor_holds(devices))
+            self._check_view(context, devices)
         try:
             drift = self.reconciler.converge(
                 root, devices,
@@ -173,6 +195,20 @@ class Sidecar:
                         '%(host)s; checking again soon',
                         {'n': len(drift), 'host': self.rp_name})
         return held and not drift
+
+    def _admit(self, root, devices):
+        """Record the devices found (:meth:`sidecar.holds.Holds.admit`);
+        at the first start, those already in Placement are in service."""
+        if self.holds is None:
+            return
+        in_service = set()
+        if self.holds.first_start:
+            names = {rp.get('name')
+                     for rp in self._placement.providers_in_tree(root)}
+            in_service = {d.address for d in devices
+                          if any(report.deployable_name(self.conf.host, dep)
+                                 in names for dep in d.deployables)}
+        self.holds.admit([d.address for d in devices], in_service)
 
     def _conductor_holds(self, devices):
         """After a report in a cycle (and each cycle until it could be
@@ -206,6 +242,8 @@ class Sidecar:
         the provider's function trait in its bind job right after
         ``fpga_program`` answers, and the next cycle checks the result."""
         with self._cycle_lock:
+            if self.programs.busy():
+                return
             self._send(rpc.admin_context(), self.inventory.discover())
         if self.view is not None:
             # Cyborg's program API never records the bitstream: the next
@@ -278,6 +316,8 @@ class Sidecar:
     def stop(self):
         self._stopping.set()
         self._wake.set()
+        if self.control is not None:
+            self.control.stop()
         try:
             self._server.stop()
             self._server.wait()

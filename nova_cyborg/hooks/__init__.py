@@ -17,9 +17,10 @@ Modules, by the Nova module that imports them:
 * ``api_actions``: nova.api.openstack.compute.routes
 * ``policies``: nova.policies
 * ``conductor``: nova.conductor.manager, nova.conductor.tasks.migrate
-* ``scheduler``: nova.scheduler.manager
+* ``scheduler``: nova.scheduler.manager, nova.scheduler.request_filter
 * ``compute``: nova.compute.manager
 * ``compute_utils``: nova.compute.utils
+* ``resource_tracker``: nova.compute.resource_tracker
 * ``libvirt``: nova.virt.libvirt.driver
 * ``manage``: nova.cmd.manage
 """

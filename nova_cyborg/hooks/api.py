@@ -16,6 +16,23 @@ def check_operation(operation, instance):
     api.check_operation(operation, instance)
 
 
+def check_hosts(context, func, instance, *args, **kwargs):
+    """Called by the ``block_accelerators`` decorator of ``compute.API``
+    after :func:`check_operation`, with the decorated method and its
+    arguments.
+
+    A patched compute reports the same service version as an unpatched
+    one: a resize or cold migration of a server with accelerators from a
+    compute that does not report the nova-cyborg trait (patch 0013), or a
+    cold migration or evacuation to a named host that does not, is refused
+    here. Nothing for a server without accelerators.
+
+    :param func: the decorated ``compute.API`` method.
+    :raises: ComputeNotServing (HTTP 409) naming the host and why.
+    """
+    api.check_hosts(context, func, instance, *args, **kwargs)
+
+
 def check_new_flavor(context, flavor):
     """Called by ``API.resize()`` for the new flavor (upstream refuses one
     with a device profile).

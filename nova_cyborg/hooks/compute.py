@@ -8,10 +8,12 @@ between its source and destination hosts.
 
 from nova import exception as nova_exception
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import cleanup
 from nova_cyborg import compute
 from nova_cyborg import evacuate
 from nova_cyborg import move
+from nova_cyborg import recovery
 from nova_cyborg import rpc
 
 
@@ -52,6 +54,19 @@ def build_failure(instance, exc):
         BuildAbortException with a fault that says why.
     """
     return compute.build_failure(instance, exc)
+
+
+def evacuation_has_arqs(instance, arq_uuids):
+    """Called by ``ComputeManager._rebuild_default_impl()`` for an
+    evacuation, instead of upstream's check of the flavor's device profile.
+
+    :param arq_uuids: the ARQs the conductor bound for this host (also
+        those of accelerators attached with addAccelerator).
+    :returns: whether to wait for bound ARQs: some were bound, or the
+        flavor names a device profile. False for a server without
+        accelerators, as upstream.
+    """
+    return bool(arq_uuids or bookkeeping.flavor_profile(instance.flavor))
 
 
 def abort_build(context, instance, arq_uuids, exc):
@@ -112,6 +127,24 @@ def delete_arqs_of_deleted_instance(context, instance):
 
 
 # Moves.
+
+def resize_migrating_at_restart(manager, context, instance, migration):
+    """Called by ``ComputeManager._init_instance()`` for a server left in
+    RESIZE_MIGRATING on this (the source) host, before the driver rebuilds
+    the guest (``finish_revert_migration``).
+
+    For a server with accelerators the allocation goes back to it from
+    the migration, the destination's ARQs are deleted, the parked ones
+    bound again on this host, and the migration ends in error. Nothing for
+    a server without accelerators.
+
+    :param manager: the ComputeManager (its ``_revert_allocation``).
+    :param migration: the nova.objects.Migration of the move.
+    :raises: the failure to bind the source's ARQs again; upstream then
+        logs it and does not rebuild the guest.
+    """
+    recovery.resize_migrating(manager, context, instance, migration)
+
 
 def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                         migration, power_off, power_on):

@@ -26,6 +26,18 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
         context, instance, hostname, request_spec, requested_networks)
 
 
+def rebuild_goes_to_cyborg(instance):
+    """Called by ``ComputeTaskManager.rebuild_instance()`` instead of
+    upstream's check of the flavor's device profile.
+
+    :returns: whether the server has accelerators: a device profile in its
+        flavor, or accelerators attached with addAccelerator, which an
+        evacuation takes along (nova_cyborg.evacuate). False for any other
+        server, as upstream.
+    """
+    return bookkeeping.has_accelerators(instance)
+
+
 def last_failure(filter_properties):
     """Called by ``ComputeTaskManager.build_instances()`` before
     ``populate_retry()``, which drops it.

@@ -1,5 +1,8 @@
-"""Hooks of ``nova.scheduler.manager`` (patch 0005)."""
+"""Hooks of ``nova.scheduler.manager`` and ``nova.scheduler.request_filter``
+(patches 0005 and 0014).
+"""
 
+from nova_cyborg import capability
 from nova_cyborg import scheduler
 
 
@@ -18,3 +21,17 @@ def claim(context, placement_client, spec_obj, instance_uuid, candidates,
     return scheduler.claim(
         context, placement_client, spec_obj, instance_uuid, candidates,
         allocation_request_version=allocation_request_version)
+
+
+def require_trait(request_spec):
+    """Called by the ``accelerators_filter`` request filter after it
+    required ``COMPUTE_ACCELERATORS`` for a flavor with a device profile.
+
+    Requires the trait patched computes report (patch 0013) on the root
+    provider too, so that a server with accelerators is never scheduled to
+    a compute that does not serve nova-cyborg. Nothing for a request
+    without a device profile.
+
+    :param request_spec: the nova.objects.RequestSpec; changed in place.
+    """
+    capability.require(request_spec)

@@ -8,6 +8,7 @@ function currently loaded, reported with the very trait cyborg-conductor
 adds after programming (see :func:`function_trait`).
 """
 
+import dataclasses
 import os
 import re
 
@@ -17,6 +18,7 @@ from oslo_log import log as logging
 
 from sidecar.drivers import base
 from sidecar import exception
+from sidecar import health as health_mod
 from sidecar import model
 from sidecar.sources import base as sources
 from sidecar.sources import sysfs
@@ -144,6 +146,19 @@ class FpgaDriver(base.DiscoveryDriver):
             std_board_info=(('class', pf.class_id),
                             ('product_id', pf.product_id)),
             driver_name=vendor)
+
+    def health(self, device):
+        """Besides the PCI checks: the region and its manager are
+        ``operating`` (no verdict while a bitstream is written)."""
+        observation = super().health(device)
+        if observation.gone:
+            return observation
+        region = next((r for r in sysfs.fpga_regions(self.sysfs_root)
+                       if r.address == device.address), None)
+        problems, busy = health_mod.fpga_problems(region)
+        return dataclasses.replace(
+            observation, problems=observation.problems + problems,
+            busy=busy)
 
     @staticmethod
     def _read_afu_id(region):

@@ -7,13 +7,25 @@ the mdevs of the type that already exist, so creating an mdev for a guest
 never shrinks the inventory. Any other GPU is one PGPU Deployable with the
 function itself as PCI attach handle; VFs and PFs with VFs are never
 offered whole.
+
+Only the GPUs ``[gpu] device_selector`` selects are reported (none without
+it), and never the host's own display (a VGA controller with ``boot_vga``
+1) or a BMC's display controller (ASPEED, Matrox). A VGPU whose function
+loses ``mdev_supported_types`` (its vendor driver unloaded) is still
+reported as it was, and its health check finds it unhealthy.
 """
+
+import dataclasses
+import fnmatch
+import re
 
 import os_resource_classes as orc
 import os_traits
 from oslo_log import log as logging
 
 from sidecar.drivers import base
+from sidecar import exception
+from sidecar import health as health_mod
 from sidecar import model
 from sidecar.sources import base as sources
 
@@ -23,6 +35,45 @@ LOG = logging.getLogger(__name__)
 VENDOR_NAMES = {'10de': 'nvidia', '102b': 'matrox', '1002': 'amd',
                 '8086': 'intel'}
 DISPLAY_CLASS = '03'
+VGA_CLASS = '0300'
+#: Vendors whose display controllers are BMCs, never accelerators.
+BMC_VENDORS = {'1a03': 'ASPEED', '102b': 'Matrox'}
+OPTION = '[gpu] device_selector'
+_ID = re.compile(r'^(\*|(?:0x)?[0-9a-f]{1,4})$')
+_GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
+
+
+def _selector(item):
+    """``('id', vendor, product)`` or ``('address', glob)`` of one
+    ``[gpu] device_selector`` item; InvalidArgument when it is neither."""
+    text = item.strip().lower()
+    if '.' in text:
+        if not _GLOB.match(text) or text.count(':') > 2:
+            raise exception.InvalidArgument(
+                name=OPTION, reason='%r is not a PCI address glob' % item)
+        return ('address', '*:' * (2 - text.count(':')) + text)
+    ids = text.split(':')
+    if len(ids) != 2 or not all(_ID.match(i) for i in ids):
+        raise exception.InvalidArgument(
+            name=OPTION, reason='%r is neither <vendor_id>:<product_id> '
+                                '(hex or *) nor a PCI address glob' % item)
+    return ('id',) + tuple(i if i == '*' else '%04x' % int(
+        i.replace('0x', ''), 16) for i in ids)
+
+
+def parse_selectors(items):
+    return [_selector(item) for item in items if item.strip()]
+
+
+def selected(selectors, function):
+    for selector in selectors:
+        if selector[0] == 'address':
+            if fnmatch.fnmatchcase(function.address, selector[1]):
+                return True
+        elif (selector[1] in ('*', function.vendor_id) and
+              selector[2] in ('*', function.product_id)):
+            return True
+    return False
 
 
 def vendor_name(vendor_id):
@@ -55,27 +106,73 @@ class GpuDriver(base.DiscoveryDriver):
     def __init__(self, conf, source):
         super().__init__(conf, source)
         self.enabled_types = list(conf.gpu.enabled_mdev_types)
+        self.selectors = parse_selectors(conf.gpu.device_selector)
         self.problems = sources.ProblemLog(LOG)
+        self._vgpus = {}  # address: the VGPU Device last reported
+
+    def _host_display(self, function):
+        """Why ``function`` is the host's own display, or None."""
+        if function.vendor_id in BMC_VENDORS:
+            return 'a %s BMC display controller' % (
+                BMC_VENDORS[function.vendor_id])
+        if (function.class_id.startswith(VGA_CLASS) and
+                self.source.read_attr(function.address, 'boot_vga') == '1'):
+            return 'the host\'s boot display (boot_vga is 1)'
+        return None
 
     def _discover(self):
         functions = self.source.functions()
         with_vfs = {f.physfn for f in functions if f.physfn is not None}
         offered = set()
         devices = []
+        vgpus = {}
         with self.problems.cycle():
+            if not self.selectors:
+                self.problems.warning(
+                    'The gpu driver reports no GPU: %s is empty', OPTION)
+                return devices
             for function in functions:
                 if not function.class_id.startswith(DISPLAY_CLASS):
                     continue
+                if not selected(self.selectors, function):
+                    LOG.debug('GPU %s is not selected by %s', function.address,
+                              OPTION)
+                    continue
+                display = self._host_display(function)
+                if display:
+                    self.problems.warning(
+                        'Not reporting GPU %s: it is %s, never an '
+                        'accelerator, even though %s selects it',
+                        function.address, display, OPTION)
+                    continue
                 offered.update(t.type_id for t in function.mdev_types)
                 device = self._device(function, with_vfs)
+                last = self._vgpus.get(function.address)
+                if last is not None and not function.mdev_types:
+                    # Its mdev support went away: keep it as it was, the
+                    # health check holds it.
+                    device = last
                 if device is not None:
                     devices.append(device)
+                    if any(dep.resource_class == orc.VGPU
+                           for dep in device.deployables):
+                        vgpus[function.address] = device
+            self._vgpus = vgpus
             for type_id in self.enabled_types:
                 if type_id not in offered:
                     self.problems.warning(
                         '[gpu] enabled_mdev_types names %s, which no GPU of '
                         'this host offers; check the name', type_id)
         return devices
+
+    def health(self, device):
+        """Besides the PCI checks: a VGPU's parent still offers mdevs."""
+        observation = super().health(device)
+        problems = health_mod.mdev_problems(self.sysfs_root, device)
+        if observation.gone or not problems:
+            return observation
+        return dataclasses.replace(
+            observation, problems=observation.problems + problems)
 
     def _enabled_type(self, function):
         for type_id in self.enabled_types:

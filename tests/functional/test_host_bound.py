@@ -2,8 +2,10 @@
 
 An evacuation leaves the failed host's ARQs behind: those of the flavor
 are made again on the new host, those attached with addAccelerator are
-not carried over, and the instance action says so. (A resize that fails
-after the destination's ARQs were bound: tests/functional/test_move.py.)
+not carried over when the new host has no device for them, and the
+instance action says so (test_evacuate_attached.py: when it has one).
+(A resize that fails after the destination's ARQs were bound:
+tests/functional/test_move.py.)
 What a user or operator checks: the instance action's event, the
 ``<hostdev>`` BDFs of the domain, the ARQs in Cyborg (nothing left on the
 failed host) and removeAccelerator (nothing attached any more).
@@ -36,8 +38,8 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
         self.assertEqual({'compute1'}, {a['hostname'] for a in arqs})
         return arqs
 
-    def evacuate(self, server):
-        self.start_accel_compute('compute2')
+    def evacuate(self, server, **compute2):
+        self.start_accel_compute('compute2', **compute2)
         service = self.admin_api.get_services(
             host='compute1', binary='nova-compute')[0]
         self.computes['compute1'].stop()
@@ -61,7 +63,8 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
     def test_attached_accelerator_is_dropped_and_said(self):
         server = self.boot(self.plain)
         attached = self.attach(server)
-        server = self.evacuate(server)
+        # compute2 reports no device.
+        server = self.evacuate(server, sidecar=False)
         self.assertEqual('ACTIVE', server['status'])
         # The dead host's ARQ is deleted; the guest has no device.
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
@@ -78,7 +81,8 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
         self._stop_server(server)
         self.attach(server)
         self._start_server(server)
-        server = self.evacuate(server)
+        # One device on compute2: the flavor's takes it.
+        server = self.evacuate(server, num_vfs=1)
         # Only the flavor's, bound again on compute2.
         arqs = self.cyborg.list_arqs(server['id'])
         self.assertEqual([('Bound', 'compute2')],

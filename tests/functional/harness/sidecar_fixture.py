@@ -33,12 +33,15 @@ host = {host}
 enabled_drivers = {drivers}
 sysfs_root = {sysfs_root}
 state_path = {state_path}
+admit_new_devices = {admit}
 report_interval = 3600
 resync_interval = 0
 rpc_response_timeout = {rpc_timeout}
+nova_config_file = {nova_config_file}
 
 [gpu]
 enabled_mdev_types = {mdev_types}
+device_selector = {gpu_selector}
 
 [fpga]
 programmer = command
@@ -71,10 +74,17 @@ def write_config(path, **values):
     values.setdefault('drivers', 'fpga')
     values.setdefault('mdev_types', '')
     values.setdefault('rpc_timeout', 30)
+    # Most tests boot on the devices at once; admission has its own tests.
+    values.setdefault('admit', 'enabled')
     values.setdefault('glance_url', 'http://127.0.0.1:9')
     # Cyborg's API, read before programming (nothing listens on port 9).
     values.setdefault('cyborg_url', 'http://127.0.0.1:9')
     values.setdefault('cyborg_token', identity.ADMIN_TOKEN)
+    # Nova's fakelibvirt GPUs; tests write a nova.conf beside the config
+    # to have devices refused as Nova's.
+    values.setdefault('gpu_selector', '10de:*')
+    values.setdefault('nova_config_file', os.path.join(
+        os.path.dirname(path), 'nova.conf'))
     with open(path, 'w') as f:
         f.write(CONFIG_TEMPLATE.format(**values))
     return path
@@ -109,7 +119,7 @@ class SidecarFixture(fixtures.Fixture):
     def __init__(self, host, simulated, transport_url, placement_url,
                  connect, glance_url=None, drivers=('fpga',),
                  mdev_types=(), program_lease=None, extra='',
-                 rpc_timeout=30, cyborg_url=None):
+                 rpc_timeout=30, cyborg_url=None, admit='enabled'):
         super().__init__()
         self.host = host
         self.simulated = simulated
@@ -122,6 +132,7 @@ class SidecarFixture(fixtures.Fixture):
         self.extra = extra
         self.rpc_timeout = rpc_timeout
         self.cyborg_url = cyborg_url
+        self.admit = admit
 
     def _setUp(self):
         base = self.useFixture(fixtures.TempDir()).path
@@ -132,7 +143,7 @@ class SidecarFixture(fixtures.Fixture):
             mdev_types=','.join(self.mdev_types),
             sysfs_root=self.sysfs_root,
             state_path=os.path.join(base, 'state'),
-            rpc_timeout=self.rpc_timeout,
+            rpc_timeout=self.rpc_timeout, admit=self.admit,
             placement_url=self.placement_url,
             glance_url=self.glance_url or 'http://127.0.0.1:9',
             cyborg_url=self.cyborg_url or 'http://127.0.0.1:9')

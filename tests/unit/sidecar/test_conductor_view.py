@@ -297,7 +297,8 @@ class SidecarHookTest(testtools.TestCase):
         self.sidecar = service.Sidecar(
             conf, mock.Mock(),
             mock.Mock(**{'discover.return_value': self.devices}),
-            self.reporter, mock.Mock(), mock.Mock(),
+            self.reporter, mock.Mock(**{'busy.return_value': False}),
+            mock.Mock(),
             mock.Mock(**{'find_provider.return_value': 'root'}),
             self.reconciler, view=self.view)
 

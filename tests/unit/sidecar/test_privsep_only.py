@@ -18,9 +18,11 @@ SIDECAR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 
 PRIVILEGED = 'privileged.py'
 #: Modules that write files of their own: the bitstream staging directory
-#: (glance.py), the job journal in the state directory (journal.py), and
-#: the simulated hosts that tests generate (simulator*.py).
-OWN_FILES = {'glance.py', 'journal.py', 'simulator.py', 'simulator_xml.py'}
+#: (glance.py), the job journal and the state files in the state directory
+#: (journal.py, state_cache.py), and the simulated hosts that tests
+#: generate (simulator*.py).
+OWN_FILES = {'glance.py', 'journal.py', 'state_cache.py', 'simulator.py',
+             'simulator_xml.py'}
 WRITE_FLAGS = {'O_WRONLY', 'O_RDWR', 'O_CREAT', 'O_TRUNC', 'O_APPEND'}
 
 

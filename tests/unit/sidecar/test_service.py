@@ -38,7 +38,7 @@ class CycleTest(testtools.TestCase):
         self.placement = mock.Mock(**{'find_provider.return_value': ROOT})
         self.reconciler = mock.Mock(**{'converge.return_value': {},
                                        'report_due.return_value': False})
-        self.programs = mock.Mock()
+        self.programs = mock.Mock(**{'busy.return_value': False})
         self.useFixture(fixtures.MonkeyPatch(
             'sidecar.rpc.get_agent_server', mock.Mock()))
         self.sidecar = service.Sidecar(

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 from sidecar.drivers import gpu
+from sidecar import exception
 from sidecar import model
 from sidecar import simulator
 from sidecar.sources import sysfs
@@ -28,8 +29,9 @@ class GpuDriverTest(simhost.SimHostTestCase):
             pfs=[{'address': NIC}])
         self.source = self.write(self.sim)
 
-    def _devices(self, *types):
-        self.config.config(group='gpu', enabled_mdev_types=list(types))
+    def _devices(self, *types, selector=('10de:*', '1234:abcd')):
+        self.config.config(group='gpu', enabled_mdev_types=list(types),
+                           device_selector=list(selector))
         self.driver = gpu.GpuDriver(self.conf, self.source)
         return {d.address: d for d in self.driver.discover()}
 
@@ -113,6 +115,46 @@ class GpuDriverTest(simhost.SimHostTestCase):
         self.sim.write_attr(M60, 'class', 'VGA')
         self.assertEqual([T4, OTHER], sorted(self._devices()))
         self.assertOneWarning(M60, 'class', "'VGA'")
+
+    def test_no_selector_no_gpu(self):
+        self.assertEqual({}, self._devices('nvidia-223', selector=()))
+        self.assertOneWarning('reports no GPU: [gpu] device_selector is '
+                              'empty')
+
+    def test_selectors(self):
+        self.assertEqual([M60], sorted(self._devices(selector=['10de:13f2'])))
+        self.assertEqual([T4, OTHER], sorted(self._devices(
+            selector=['0000:81:00.0', '81:02.*'])))
+        self.assertEqual([T4, M60, OTHER], sorted(self._devices(
+            selector=['*:*'])))
+
+    def test_bad_selector(self):
+        for bad in ('10de', '10de:1eb8:1', 'nvidia:*', '0000:81:00.0;x',
+                    '1:2:3:4.0'):
+            error = self.assertRaises(exception.InvalidArgument,
+                                      self._devices, selector=[bad])
+            self.assertIn('[gpu] device_selector', str(error))
+
+    def test_never_the_boot_display(self):
+        self.sim.write_attr(OTHER, 'class', '0x030000')
+        self.sim.write_attr(OTHER, 'boot_vga', '1')
+        self.sim.write_attr(M60, 'boot_vga', '0')
+        self.assertEqual([T4, M60], sorted(self._devices(selector=['*:*'])))
+        self.assertOneWarning('Not reporting GPU 0000:81:02.0',
+                              "boot display (boot_vga is 1)")
+
+    def test_never_a_bmc(self):
+        host = self.host(gpus=[{'vendor_id': '1a03', 'product_id': '2000',
+                                'class_id': '030000'},
+                               {'vendor_id': '102b', 'product_id': '0536',
+                                'class_id': '030000'}])
+        host.write(self.root + '/bmc')
+        self.source = sysfs.SysfsSource(self.root + '/bmc')
+        self.assertEqual({}, self._devices(selector=['*:*']))
+        warnings = self.warnings()
+        self.assertEqual(2, len(warnings))
+        self.assertIn('ASPEED BMC', warnings[0])
+        self.assertIn('Matrox BMC', warnings[1])
 
     def test_vfs_are_not_offered_whole(self):
         host = simulator.SimulatedHost()

@@ -1,0 +1,1 @@
+"""Client side of nova-cyborg: openstacksdk helpers and the CLI plugin."""

@@ -1,0 +1,334 @@
+"""Device health, from what the host shows in sysfs.
+
+Drivers report what they see (:meth:`sidecar.drivers.base.DiscoveryDriver.
+health`) with the pure functions below; :class:`Monitor` turns that into a
+verdict per device each discovery cycle:
+
+- the device is gone: its control path left ``bus/pci/devices`` (it is
+  kept in the report as last seen, so that cyborg-conductor does not drop
+  it from under the servers using it, until it comes back);
+- a fatal PCIe AER count (``aer_dev_fatal``, ``TOTAL_ERR_FATAL``) of one
+  of its functions rose above the count first seen (the baseline, kept in
+  ``<state_path>/health.json`` so a restart does not forgive it); it is
+  healthy again when the count falls back to the baseline or below (the
+  kernel zeroes it when the device is reset and enumerated again);
+  non-fatal counts (``aer_dev_nonfatal``) are logged, not held;
+- an FPGA region's or manager's ``state`` is an error (``... error``,
+  ``power off``, ``unknown``); a manager loading a bitstream (``write``,
+  ``write init`` ...) keeps the previous verdict;
+- a VGPU's parent function lost ``mdev_supported_types``.
+
+An unhealthy device is held (:mod:`sidecar.holds`, reason ``unhealthy``):
+its providers are reserved in Placement, nothing new lands on it; its
+deployables carry the trait :data:`UNHEALTHY_TRAIT`, which Cyborg's API
+shows in the deployable's ``attributes_list`` and Placement on the
+provider. The servers holding allocations on it are named in a WARNING.
+"""
+
+import dataclasses
+import os
+import threading
+
+from oslo_log import log as logging
+
+from sidecar import inventory
+from sidecar import program
+from sidecar import report
+from sidecar import state_cache
+
+LOG = logging.getLogger(__name__)
+
+UNHEALTHY_TRAIT = 'CUSTOM_HEALTH_UNHEALTHY'
+GONE = 'gone from the host (no %s in sysfs)'
+OPERATING = 'operating'
+#: FPGA manager states while a bitstream is loaded: no verdict.
+BUSY_STATES = frozenset(('power up', 'reset', 'firmware request',
+                         'write init', 'write', 'write complete'))
+FILE = 'health.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What a driver sees of one device now.
+
+    ``problems``: phrases for what is wrong regardless of history;
+    ``fatal``/``nonfatal``: ``{function address: AER count}`` of the
+    functions that show counters; ``busy``: a state that gives no verdict.
+    """
+    gone: bool = False
+    problems: tuple = ()
+    fatal: tuple = ()      # sorted (address, count) pairs
+    nonfatal: tuple = ()
+    busy: bool = False
+
+
+def device_dir(sysfs_root, address):
+    return os.path.join(sysfs_root, 'bus', 'pci', 'devices', address)
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def aer_count(text, total):
+    """The ``total`` line of an AER counter file (``TOTAL_ERR_FATAL 2``),
+    or the sum of its counters when it has none; None when unreadable."""
+    if text is None:
+        return None
+    counts = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].isdigit():
+            counts[words[0]] = int(words[1])
+    if total in counts:
+        return counts[total]
+    return sum(counts.values()) if counts else None
+
+
+def aer_counts(sysfs_root, addresses, name, total):
+    """``((address, count), ...)`` of the functions showing ``name``."""
+    result = []
+    for address in sorted(addresses):
+        count = aer_count(_read(os.path.join(
+            device_dir(sysfs_root, address), name)), total)
+        if count is not None:
+            result.append((address, count))
+    return tuple(result)
+
+
+def pci_observation(sysfs_root, device):
+    """Presence and AER counters of ``device`` (a :class:`model.Device`)."""
+    if not os.path.isdir(device_dir(sysfs_root, device.address)):
+        return Observation(gone=True, problems=(GONE % device.address,))
+    functions = device.functions()
+    return Observation(
+        fatal=aer_counts(sysfs_root, functions, 'aer_dev_fatal',
+                         'TOTAL_ERR_FATAL'),
+        nonfatal=aer_counts(sysfs_root, functions, 'aer_dev_nonfatal',
+                            'TOTAL_ERR_NONFATAL'))
+
+
+def fpga_problems(region):
+    """``(problems, busy)`` of an FPGA region and its manager (a
+    :class:`sidecar.sources.sysfs.FpgaRegion`, or None: no region)."""
+    if region is None:
+        return ('its FPGA region is gone',), False
+    problems, busy = [], False
+    for what, path in (('region %s' % region.name, region.path),
+                       ('manager %s' % os.path.basename(region.manager or ''),
+                        region.manager)):
+        if path is None:
+            continue
+        state = _read(os.path.join(path, 'state'))
+        if state is None:
+            continue
+        state = state.strip()
+        if state in BUSY_STATES:
+            busy = True
+        elif state != OPERATING:
+            problems.append('FPGA %s state is %r' % (what, state))
+    return tuple(problems), busy
+
+
+def mdev_problems(sysfs_root, device):
+    """Problems of the parent functions of ``device``'s MDEV handles."""
+    problems = []
+    parents = sorted({handle.address for dep in device.deployables
+                      for handle in dep.attach_handles
+                      if handle.attach_type == 'MDEV'})
+    for address in parents:
+        path = device_dir(sysfs_root, address)
+        if not os.path.isdir(path):
+            problems.append('mdev parent %s is gone' % address)
+        elif not os.path.isdir(os.path.join(path, 'mdev_supported_types')):
+            problems.append('mdev parent %s no longer offers '
+                            'mdev_supported_types' % address)
+    return tuple(problems)
+
+
+def with_trait(device):
+    """``device`` with :data:`UNHEALTHY_TRAIT` on every deployable."""
+    return dataclasses.replace(device, deployables=tuple(
+        dataclasses.replace(dep, traits=tuple(sorted(
+            set(dep.traits) | {UNHEALTHY_TRAIT})))
+        for dep in device.deployables))
+
+
+class Monitor:
+    """Judge each device's health every cycle; hold the unhealthy ones.
+
+    :param sysfs_root: where the host's devices are.
+    :param holds: a :class:`sidecar.holds.Holds`, or None.
+    :param state_path: directory of ``health.json`` (AER baselines), or
+        None to keep them in memory.
+    :param users: ``users(host, device)`` returns the servers using the
+        device (for the log), or None.
+    """
+
+    def __init__(self, host, sysfs_root, holds=None, state_path=None,
+                 users=None):
+        self.host = host
+        self.sysfs_root = sysfs_root
+        self.holds = holds
+        self._users = users
+        self._baselines = _Baselines(state_path)
+        self._lock = threading.Lock()
+        self._last = {}       # address: (driver, device) last discovered
+        self._unhealthy = {}  # address: detail
+
+    def unhealthy(self):
+        """``{address: what is wrong}`` after the last cycle."""
+        return dict(self._unhealthy)
+
+    def apply(self, found):
+        """``found``: ``[(driver, device)]`` of this cycle. Returns the
+        devices to report: unhealthy ones with :data:`UNHEALTHY_TRAIT`,
+        and gone ones as last seen."""
+        with self._lock:
+            return self._apply(found)
+
+    def _apply(self, found):
+        current = {device.address: (driver, device)
+                   for driver, device in found}
+        for address, (driver, device) in self._last.items():
+            if address not in current and not os.path.lexists(
+                    device_dir(self.sysfs_root, address)):
+                current[address] = (driver, device)
+        self._last = current
+        result = []
+        for address, (driver, device) in sorted(current.items()):
+            try:
+                observation = driver.health(device)
+            except Exception:
+                LOG.exception('Health check of %s failed; its verdict is '
+                              'kept', address)
+                observation = Observation(busy=True)
+            problems = self._judge(address, observation)
+            if problems is None:  # busy: keep the verdict
+                problems = self._unhealthy.get(address)
+            self._transition(address, device, problems)
+            result.append(with_trait(device) if problems else device)
+        for address in set(self._unhealthy) - set(current):
+            self._transition(address, None, None)
+        return result
+
+    def _judge(self, address, observation):
+        """What is wrong (a phrase), '' when healthy, None: no verdict."""
+        problems = list(observation.problems)
+        baseline = dict(self._baselines.get(address) or {})
+        changed = False
+        for function, count in observation.fatal:
+            seen = baseline.get(function)
+            if seen is None or count < seen:
+                baseline[function], changed = count, True
+                if count and seen is None:
+                    LOG.info('PCI function %s shows %d fatal AER errors '
+                             'from before; only new ones make it '
+                             'unhealthy', function, count)
+            elif count > seen:
+                problems.append('%d fatal PCIe AER error(s) on %s' % (
+                    count - seen, function))
+        if changed:
+            self._baselines.put(address, baseline)
+        for function, count in observation.nonfatal:
+            if count:
+                LOG.debug('PCI function %s: %d non-fatal AER errors',
+                          function, count)
+        if not problems and observation.busy:
+            return None
+        return '; '.join(problems)
+
+    def _transition(self, address, device, problems):
+        before = self._unhealthy.get(address)
+        if problems:
+            self._unhealthy[address] = problems
+            if self.holds is not None:
+                self.holds.hold(address, 'unhealthy', problems)
+            if problems != before:
+                LOG.warning('Device %(addr)s is unhealthy: %(what)s. It is '
+                            'held out of scheduling; servers using it: '
+                            '%(users)s', {'addr': address, 'what': problems,
+                                          'users': self._named(device)})
+        else:
+            self._unhealthy.pop(address, None)
+            if self.holds is not None:
+                self.holds.release(address, 'unhealthy')
+            if before:
+                LOG.warning('Device %s is healthy again (it was: %s)',
+                            address, before)
+
+    def _named(self, device):
+        if self._users is None or device is None:
+            return 'unknown'
+        try:
+            users = self._users(self.host, device)
+        except Exception as exc:
+            return 'unknown (%s)' % exc
+        return ', '.join(sorted(users)) or 'none'
+
+
+class _Baselines:
+    """``{device address: {function: fatal AER count}}``, persisted in
+    ``<state_path>/health.json`` (a corrupt file is quarantined)."""
+
+    def __init__(self, state_path):
+        self._file = None
+        data = None
+        if state_path:
+            os.makedirs(state_path, mode=0o700, exist_ok=True)
+            self._file = state_cache.StateFile(os.path.join(state_path,
+                                                            FILE))
+            data = self._file.load()
+        self._data = data if isinstance(data, dict) else {}
+
+    def get(self, key):
+        value = self._data.get(key)
+        return value if isinstance(value, dict) else None
+
+    def put(self, key, value):
+        self._data[key] = value
+        if self._file is not None:
+            self._file.save(self._data)
+
+
+class MonitoredInventory(inventory.Inventory):
+    """An :class:`sidecar.inventory.Inventory` whose ``discover()`` passes
+    the devices through a :class:`Monitor` (set ``monitor`` after
+    building): unhealthy devices are held and carry the health trait, gone
+    ones are reported as last seen."""
+
+    monitor = None
+
+    def discover(self):
+        devices = super().discover()
+        if self.monitor is None:
+            return devices
+        owner = {}
+        for driver in self._drivers:
+            for device in getattr(driver, 'last', ()):
+                owner[id(device)] = driver
+        return self.monitor.apply([(owner[id(d)], d) for d in devices
+                                   if id(d) in owner])
+
+
+def users_from(placement, domains, sysfs_root):
+    """``users(host, device)`` for :class:`Monitor`: the Placement
+    consumers (server UUIDs) of the device's providers and the libvirt
+    domains using one of its functions or mdevs."""
+    def users(host, device):
+        found = set()
+        for dep in device.deployables:
+            name = report.deployable_name(host, dep)
+            found.update(placement.allocations(program.provider_uuid(name)))
+        functions = device.functions()
+        for used, domain in domains.devices_in_use().items():
+            if used in functions or any(
+                    os.path.isdir(os.path.join(device_dir(sysfs_root, f),
+                                               used)) for f in functions):
+                found.add('domain %s' % domain)
+        return found
+    return users

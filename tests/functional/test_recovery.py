@@ -1,0 +1,95 @@
+"""A nova-compute that dies in the middle of a move gets its devices back.
+
+The compute is stopped the way a crash stops it: the RPC handler doing the
+work is cut short by an exception no ``except Exception`` of Nova's
+catches, so none of the failure paths (the rollback of the allocation,
+``nova_cyborg.move.undo_swap``) runs; then the service is started again
+(``restart_compute_service``), and upstream's ``_init_instance`` finds the
+server in its transitional task state.
+
+After the restart, what a user and an operator check: the server's
+status, task state and host; its ARQs in Cyborg (state, host, provider);
+the ``<hostdev>`` of its domain; the Placement allocations of the server
+and of the migration; and that nothing is left on the other host.
+"""
+
+# Nova picks its threading mode when the base is imported: first.
+from tests.functional import base  # noqa: F401,I100
+
+import threading  # noqa: E402
+
+import fixtures  # noqa: E402
+
+from tests.functional.harness import waits  # noqa: E402
+from tests.functional import test_lifecycle  # noqa: E402
+from tests.functional import test_move  # noqa: E402
+
+
+class ComputeDied(BaseException):
+    """The process died here: no ``except Exception`` runs."""
+
+
+class ResizeMigratingRecoveryTest(
+        test_lifecycle.ServerWithAcceleratorBase):
+    """nova-compute dies in RESIZE_MIGRATING, after the source's ARQs were
+    parked and the destination's bound (the disk copy)."""
+
+    bound_on = test_move.MoveTest.bound_on
+    assert_guest_devices = test_move.MoveTest.assert_guest_devices
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute2')
+        # The harness writes no disks: nothing to copy (see test_move).
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver._get_instance_disk_info',
+            return_value=[]))
+
+    def _die_in_disk_copy(self):
+        """Cold-migrate the server; its source compute dies while the
+        disks are copied. Returns the migration, still 'migrating'."""
+        entered = threading.Event()
+
+        def migrate_disk_and_power_off(*args, **kwargs):
+            entered.set()
+            raise ComputeDied()
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'migrate_disk_and_power_off',
+            side_effect=migrate_disk_and_power_off))
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        waits.wait_until(entered.is_set, 'the disk copy to start')
+        # Stopping the service waits for its RPC handlers: once it
+        # returns, the handler has unwound.
+        self.restart_compute_service('compute1')
+
+    def test_restart_gives_the_source_its_devices_back(self):
+        old = [arq['uuid'] for arq in self.arqs]
+        self._die_in_disk_copy()
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': 'compute1'})
+        # The source's own ARQ is Bound again to compute1's provider; the
+        # destination's is gone.
+        self.assertEqual(old, [a['uuid'] for a in self.bound_on('compute1')])
+        self.assertEqual(old, [a['uuid'] for a in
+                               self.cyborg.list_arqs(server['id'])])
+        # The guest runs on the source with the source's VF only.
+        conn = self.computes['compute1'].driver._host.get_connection()
+        self.assertTrue(conn.lookupByUUIDString(server['id']).isActive())
+        self.assert_running_on('compute1', moved_from='compute2')
+        self.assert_guest_devices(server, self.arqs)
+        # The migration holds nothing any more, and is over.
+        migration = self._migration(server)
+        self.assertEqual({}, self.allocations(migration['uuid']))
+        self.assertEqual('error', migration['status'])
+        # The server works: a hard reboot keeps the source's device.
+        self._reboot_server(self.server, hard=True)
+        self.assert_guest_devices(self.api.get_server(server['id']),
+                                  self.arqs)
+
+    def _migration(self, server):
+        migrations = [m for m in self.admin_api.get_migrations()
+                      if m['instance_uuid'] == server['id']]
+        self.assertEqual(1, len(migrations))
+        return migrations[0]

@@ -1,0 +1,92 @@
+"""Shelving never leaves an attached accelerator Bound while offloaded.
+
+An offloaded server has no host: nothing it holds in Cyborg or Placement
+may stay. Unshelving gives it back its flavor's accelerators only (the
+conductor asks the scheduler for them), so a server with accelerators
+attached with addAccelerator is refused shelve with a reason, whoever
+asks (the owner, or a cloud admin of another project), and keeps them.
+Detached first, it is offloaded with nothing left in Cyborg or
+Placement, and unshelved, by the admin, with its flavor's accelerators
+in the owner's project. Nor can anything be attached to an offloaded
+server.
+"""
+
+# Nova picks its threading mode when the base is imported: first.
+from tests.functional import base  # noqa: I100
+
+from nova.tests.functional.api import client  # noqa: E402
+
+from tests.functional.harness import identity  # noqa: E402
+
+PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+OWNER_PROJECT = identity.OWNER[1]
+
+
+class ShelveAttachedTest(base.AcceleratorTestBase):
+
+    NUM_VFS = 3
+    TIMEOUT_SCALING_FACTOR = 3
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1')
+        self.dp, self.accel_flavor = self.create_profile_flavor(PROFILE)
+        self.cyborg.create_device_profile('extra', PROFILE)
+
+    def owner_acts(self, server, action, dp='extra'):
+        self.owner_api.post_server_action(
+            server['id'], {action: {'device_profile': dp}})
+        method = {'addAccelerator': 'compute_add_accelerator',
+                  'removeAccelerator': 'compute_remove_accelerator'}[action]
+        self._wait_for_instance_action_event(server, action, method,
+                                             'Success')
+
+    def assert_refused(self, api, server, body, status, text):
+        ex = self.assertRaises(client.OpenStackApiException,
+                               api.post_server_action, server['id'], body)
+        self.assertEqual(status, ex.response.status_code)
+        self.assertIn(text, str(ex))
+
+    def assert_owner_arqs(self, server, n_arqs):
+        server = self.admin_api.get_server(server['id'])
+        arqs = self.assert_accelerated(server, n_arqs)
+        self.assertEqual({OWNER_PROJECT}, {a['project_id'] for a in arqs})
+        return arqs
+
+    def test_attached_server_is_not_shelved_detached_one_is(self):
+        server = self.boot(self.accel_flavor, api=self.owner_api)
+        self.owner_api.post_server_action(server['id'], {'os-stop': None})
+        self._wait_for_state_change(server, 'SHUTOFF')
+        self.owner_acts(server, 'addAccelerator')
+        self.owner_api.post_server_action(server['id'], {'os-start': None})
+        self._wait_for_state_change(server, 'ACTIVE')
+        arqs = self.assert_owner_arqs(server, 2)
+
+        for api in (self.owner_api, self.cloud_admin_api):
+            self.assert_refused(api, server, {'shelve': None}, 400,
+                                'detach them first (removeAccelerator)')
+        # Nothing changed: still ACTIVE with both devices.
+        self.assertEqual(
+            sorted(a['uuid'] for a in arqs),
+            sorted(a['uuid'] for a in self.assert_owner_arqs(server, 2)))
+
+        self.owner_api.post_server_action(server['id'], {'os-stop': None})
+        self._wait_for_state_change(server, 'SHUTOFF')
+        self.owner_acts(server, 'removeAccelerator')
+        self.owner_api.post_server_action(server['id'], {'shelve': None})
+        server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
+        # Offloaded: nothing Bound, nothing allocated.
+        self.assert_nothing_left(server['id'])
+        self.assert_refused(
+            self.owner_api, server,
+            {'addAccelerator': {'device_profile': 'extra'}}, 409,
+            'shelved_offloaded')
+
+        self.cloud_admin_api.post_server_action(server['id'],
+                                                {'unshelve': None})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        (arq,) = self.assert_owner_arqs(server, 1)
+        self.assertEqual(self.dp, arq['device_profile_name'])
+        self.owner_api.delete_server(server['id'])
+        self._wait_until_deleted(server)
+        self.assert_nothing_left(server['id'])

@@ -1,0 +1,168 @@
+"""Which computes serve nova-cyborg: the trait, its scheduling, the API check.
+"""
+
+from unittest import mock
+
+from keystoneauth1 import exceptions as ks_exc
+from nova import exception as nova_exception
+from nova import objects
+from nova.scheduler.client import report
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import api
+from nova_cyborg import capability
+from nova_cyborg import move
+
+TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
+
+
+def _instance(extra_specs, system_metadata=None):
+    return objects.Instance(uuid=uuids.inst, host='src', node='src-node',
+                            system_metadata=system_metadata or {},
+                            flavor=objects.Flavor(extra_specs=extra_specs))
+
+
+class TraitTest(test.NoDBTestCase):
+
+    def test_trait_names_the_rpc_version(self):
+        self.assertEqual(TRAIT, capability.TRAIT)
+
+    def test_report_adds_and_keeps_others(self):
+        traits = {'COMPUTE_NODE', 'CUSTOM_OPERATOR'}
+        capability.report(traits)
+        self.assertEqual({'COMPUTE_NODE', 'CUSTOM_OPERATOR', TRAIT}, traits)
+
+    def test_require_for_a_device_profile(self):
+        spec = objects.RequestSpec(
+            flavor=objects.Flavor(extra_specs={'accel:device_profile': 'dp'}),
+            request_level_params=objects.RequestLevelParams(
+                root_required={'COMPUTE_ACCELERATORS'}))
+        self.assertTrue(capability.require(spec))
+        self.assertEqual({'COMPUTE_ACCELERATORS', TRAIT}, spec.root_required)
+
+    def test_nothing_required_without_a_device_profile(self):
+        spec = objects.RequestSpec(
+            flavor=objects.Flavor(extra_specs={'hw:cpu_policy': 'shared'}),
+            request_level_params=objects.RequestLevelParams(
+                root_required=set()))
+        self.assertFalse(capability.require(spec))
+        self.assertEqual(set(), spec.root_required)
+
+
+class CheckHostsTest(test.NoDBTestCase):
+    """nova-api refuses a move a host cannot serve (HTTP 409)."""
+
+    def setUp(self):
+        super().setUp()
+        self.instance = _instance({'accel:device_profile': 'dp1'})
+        self.ctxt = mock.sentinel.context
+        self.traits = {uuids.src_rp: {TRAIT}, uuids.dst_rp: {TRAIT}}
+        client = mock.Mock()
+        client.get_provider_traits.side_effect = (
+            lambda ctxt, rp: report.TraitInfo(traits=self.traits[rp],
+                                              generation=1))
+        self.client = client
+        self.useFixture(test.fixtures.MockPatchObject(
+            report, 'report_client_singleton', return_value=client))
+        self.useFixture(test.fixtures.MockPatchObject(
+            objects.ComputeNode, 'get_by_host_and_nodename',
+            return_value=objects.ComputeNode(uuid=uuids.src_rp)))
+        self.get_all_by_host = self.useFixture(test.fixtures.MockPatchObject(
+            objects.ComputeNodeList, 'get_all_by_host',
+            return_value=[objects.ComputeNode(uuid=uuids.dst_rp)])).mock
+
+    def check(self, operation, **arguments):
+        capability.check_hosts(self.ctxt, operation, self.instance, arguments)
+
+    def assert_refused(self, operation, **arguments):
+        exc = self.assertRaises(capability.ComputeNotServing, self.check,
+                                operation, **arguments)
+        # What Nova's migrate, resize and evacuate actions answer with 409.
+        self.assertEqual(409, exc.code)
+        self.assertIsInstance(exc, nova_exception.ServiceUnavailable)
+        self.assertIsInstance(exc, nova_exception.UnsupportedRPCVersion)
+        return exc.format_message()
+
+    def test_patched_hosts_pass(self):
+        self.check('resize', host_name='dst')
+        self.check('resize', host_name=None)
+        self.check('evacuate', host='dst')
+        self.get_all_by_host.assert_called_with(self.ctxt, 'dst')
+
+    def test_unpatched_destination_refused(self):
+        self.traits[uuids.dst_rp] = {'COMPUTE_NODE'}
+        message = self.assert_refused('resize', host_name='dst')
+        self.assertIn('destination host dst', message)
+        self.assertIn(TRAIT, message)
+        self.assertIn('not patched by nova-cyborg', message)
+        message = self.assert_refused('evacuate', host='dst')
+        self.assertIn('destination host dst', message)
+
+    def test_unpatched_source_refused_for_resize_only(self):
+        self.traits[uuids.src_rp] = set()
+        message = self.assert_refused('resize', host_name=None)
+        self.assertIn('source host src', message)
+        objects.ComputeNode.get_by_host_and_nodename.assert_called_once_with(
+            self.ctxt, 'src', 'src-node')
+        # The source of an evacuation is down: only where it goes counts.
+        self.check('evacuate', host='dst')
+        self.check('evacuate', host=None)
+
+    def test_unknown_destination_left_to_nova(self):
+        self.get_all_by_host.side_effect = (
+            nova_exception.ComputeHostNotFound(host='nowhere'))
+        self.check('resize', host_name='nowhere')
+
+    def test_placement_failure_refused(self):
+        self.client.get_provider_traits.side_effect = (
+            ks_exc.ConnectFailure('no route'))
+        message = self.assert_refused('resize', host_name=None)
+        self.assertIn('could not be read from Placement', message)
+        self.client.get_provider_traits.side_effect = (
+            nova_exception.ResourceProviderTraitRetrievalFailed(uuid='x'))
+        self.assert_refused('evacuate', host='dst')
+
+    def test_servers_without_accelerators_unchecked(self):
+        self.instance = _instance({})
+        self.traits = {}
+        self.check('resize', host_name='dst')
+        self.check('evacuate', host='dst')
+        self.client.get_provider_traits.assert_not_called()
+
+    def test_attached_accelerators_checked(self):
+        self.instance = _instance(
+            {}, {move.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
+        self.traits[uuids.dst_rp] = set()
+        self.assert_refused('resize', host_name='dst')
+
+    def test_other_operations_unchecked(self):
+        self.traits = {}
+        for operation in ('rebuild', 'shelve', 'suspend', 'live_migrate'):
+            self.check(operation, host='dst')
+        self.client.get_provider_traits.assert_not_called()
+
+
+class ApiCheckHostsTest(test.NoDBTestCase):
+    """The decorated method's arguments are bound by name."""
+
+    @mock.patch.object(capability, 'check_hosts')
+    def test_positional_and_keyword_arguments(self, check_hosts):
+        def evacuate(self, context, instance, host, on_shared_storage,
+                     admin_password=None, force=None, target_state=None):
+            pass
+
+        def resize(self, context, instance, flavor_id=None,
+                   clean_shutdown=True, host_name=None,
+                   auto_disk_config=None):
+            pass
+
+        instance = _instance({'accel:device_profile': 'dp1'})
+        api.check_hosts('ctxt', evacuate, instance, 'dst', False, 'pw')
+        check_hosts.assert_called_once_with(
+            'ctxt', 'evacuate', instance, mock.ANY)
+        self.assertEqual('dst', check_hosts.call_args[0][3]['host'])
+        check_hosts.reset_mock()
+        api.check_hosts('ctxt', resize, instance, host_name='dst')
+        self.assertEqual('resize', check_hosts.call_args[0][1])
+        self.assertEqual('dst', check_hosts.call_args[0][3]['host_name'])

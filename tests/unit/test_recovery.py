@@ -1,0 +1,184 @@
+"""A compute restarted in the middle of a move: nova_cyborg.recovery."""
+
+from unittest import mock
+
+import fixtures
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import objects
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import client
+from nova_cyborg import exception
+from nova_cyborg import move
+from nova_cyborg import recovery
+
+DP = 'accel:device_profile'
+PARKED = move.PARKED_PREFIX
+
+
+def _arq(uuid, state='Bound', host='src-host', rp=uuids.src_rp):
+    return {'uuid': uuid, 'state': state, 'hostname': host,
+            'device_rp_uuid': rp, 'instance_uuid': uuids.inst}
+
+
+class _Clock(object):
+    """A clock that moves only when the code sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class RecoveryTestBase(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(arq_binding_timeout=10)
+        self.context = nova_context.get_admin_context()
+        self.cyclient = mock.create_autospec(client.CyborgClient,
+                                             instance=True)
+        self.get_client = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.client.get_client',
+            return_value=self.cyclient)).mock
+        self.check_bound = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.compute.check_bound',
+            side_effect=lambda arqs, uuids_: [
+                a for a in arqs if a['uuid'] in uuids_])).mock
+        self.function_check = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.function_check.check')).mock
+        self.instance = objects.Instance(
+            uuid=uuids.inst, vm_state=vm_states.ACTIVE, host='src-host',
+            node='src-host', project_id='owner',
+            flavor=objects.Flavor(extra_specs={DP: 'dp'}), old_flavor=None,
+            new_flavor=objects.Flavor(extra_specs={DP: 'dp'}),
+            system_metadata={
+                PARKED + '0': '%s %s src-host' % (uuids.a0, uuids.src_rp)})
+        self.save = self.useFixture(fixtures.MockPatchObject(
+            self.instance, 'save')).mock
+        self.clock = _Clock()
+
+
+class BindAndPollTest(RecoveryTestBase):
+
+    def _poll(self, bindings):
+        return recovery.bind_and_poll(
+            self.context, self.instance, bindings, clock=self.clock,
+            sleep=self.clock.sleep)
+
+    def test_reads_until_bound_in_the_instance_project(self):
+        self.cyclient.get_arqs_for_instance.side_effect = [
+            [_arq(uuids.a0, 'BindStarted')], [_arq(uuids.a0, 'BindStarted')],
+            [_arq(uuids.a0)]]
+        arqs = self._poll({uuids.a0: (uuids.src_rp, 'src-host')})
+        self.assertEqual([_arq(uuids.a0)], arqs)
+        self.get_client.assert_any_call(self.context, instance=self.instance)
+        self.cyclient.bind_arqs.assert_called_once_with({uuids.a0: {
+            'hostname': 'src-host', 'device_rp_uuid': uuids.src_rp,
+            'instance_uuid': uuids.inst}})
+        self.assertEqual([0.1, 0.2], self.clock.sleeps)
+        self.function_check.assert_called_once_with(
+            self.context, self.instance, arqs)
+
+    def test_gives_up_at_the_deadline(self):
+        self.check_bound.side_effect = exception.AcceleratorRequestNotBound(
+            arq=uuids.a0, state='BindStarted')
+        self.cyclient.get_arqs_for_instance.return_value = [
+            _arq(uuids.a0, 'BindStarted')]
+        self.assertRaises(exception.AcceleratorRequestNotBound, self._poll,
+                          {uuids.a0: (uuids.src_rp, 'src-host')})
+        self.assertLessEqual(self.clock.now, 10 + recovery.POLL_MAX)
+        self.assertEqual(recovery.POLL_MAX, max(self.clock.sleeps))
+        self.function_check.assert_not_called()
+
+
+class RebindSourceTest(RecoveryTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.migration = objects.Migration(
+            source_compute='src-host', source_node='src-host',
+            dest_compute='dest-host', dest_node='dest-host')
+        self.poll = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.recovery.bind_and_poll')).mock
+
+    def test_destination_goes_parked_come_back(self):
+        self.cyclient.get_arqs_for_instance.return_value = [
+            _arq(uuids.b0, host='dest-host', rp=uuids.dest_rp)]
+        recovery.rebind_source(self.context, self.instance, self.migration)
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.b0])
+        self.poll.assert_called_once_with(
+            self.context, self.instance,
+            {uuids.a0: (uuids.src_rp, 'src-host')})
+        self.assertEqual([], move.parked(self.instance))
+
+    def test_still_bound_on_the_source_is_not_bound_twice(self):
+        # The compute died before the unbind of the parked ARQ went out.
+        self.cyclient.get_arqs_for_instance.return_value = [_arq(uuids.a0)]
+        recovery.rebind_source(self.context, self.instance, self.migration)
+        self.cyclient.delete_arqs_strictly.assert_not_called()
+        self.poll.assert_not_called()
+        self.assertEqual([], move.parked(self.instance))
+
+    def test_bind_failure_keeps_the_parked_entries(self):
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.poll.side_effect = exception.CyborgError(
+            op='bind', msg='injected', status=503)
+        self.assertRaises(exception.CyborgError, recovery.rebind_source,
+                          self.context, self.instance, self.migration)
+        self.assertEqual([(uuids.a0, uuids.src_rp, 'src-host')],
+                         move.parked(self.instance))
+
+
+class ResizeMigratingTest(RecoveryTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.manager = mock.Mock()
+        self.migration = mock.Mock(spec=objects.Migration,
+                                   source_compute='src-host',
+                                   source_node='src-host', status='migrating')
+        self.rebind = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.recovery.rebind_source')).mock
+        self.manager.attach_mock(self.rebind, 'rebind_source')
+        self.manager.attach_mock(self.migration.save, 'migration_save')
+
+    def test_allocation_then_arqs_then_migration(self):
+        recovery.resize_migrating(self.manager, self.context, self.instance,
+                                  self.migration)
+        self.assertEqual([
+            mock.call._revert_allocation(self.context, self.instance,
+                                         self.migration),
+            mock.call.rebind_source(self.context, self.instance,
+                                    self.migration),
+            mock.call.migration_save()], self.manager.mock_calls)
+        self.assertEqual('error', self.migration.status)
+        # What upstream's libvirt finish_revert_migration reads.
+        self.assertEqual(self.instance.flavor, self.instance.old_flavor)
+
+    def test_server_without_accelerators_is_left_to_upstream(self):
+        self.instance.flavor = objects.Flavor(extra_specs={})
+        self.instance.new_flavor = objects.Flavor(extra_specs={})
+        self.instance.system_metadata = {}
+        recovery.resize_migrating(self.manager, self.context, self.instance,
+                                  self.migration)
+        self.assertEqual([], self.manager.mock_calls)
+        self.assertIsNone(self.instance.old_flavor)
+        self.assertEqual('migrating', self.migration.status)
+
+    def test_resize_to_a_profile_is_recovered(self):
+        self.instance.flavor = objects.Flavor(extra_specs={})
+        self.instance.system_metadata = {}
+        recovery.resize_migrating(self.manager, self.context, self.instance,
+                                  self.migration)
+        self.rebind.assert_called_once_with(self.context, self.instance,
+                                            self.migration)
