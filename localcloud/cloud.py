@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 
+from localcloud import admission
 from localcloud import configs
 from localcloud import hosts
 from localcloud import identity
@@ -188,7 +189,11 @@ def up(layout, out=print):
     _start_rpc_services(layout, files)
     conn = identity.admin_connection(layout)
     started = {host: hosts.launch(layout, host) for host in layout.hosts}
+    # New devices wait for an operator (admitted disabled): enable them.
+    enabled = admission.enable_new(layout, started, out=progress)
     hosts.wait(layout, conn, started)
+    progress('admission  %d new device(s) enabled with %s' % (
+        enabled, admission.CLI))
     progress('computes   %s: nova-compute and sidecar, FPGAs in Placement'
              % ', '.join(layout.hosts))
     return progress.elapsed(), procs.memory(layout)

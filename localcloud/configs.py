@@ -254,7 +254,7 @@ transport_url = {transport}
 enabled_drivers = fpga
 sysfs_root = {sysfs}
 state_path = {state}
-admit_new_devices = enabled
+admit_new_devices = disabled
 [fpga]
 programmer = command
 program_command = {command}

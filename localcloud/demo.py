@@ -1,8 +1,9 @@
 """The main job: boot a server with an accelerator and show it.
 
 Uses only what a user of the cloud uses: the ``openstack`` client (with
-python-cyborgclient's ``openstack accelerator`` and osc-placement's
-``openstack resource provider`` commands) under the cloud's ``openrc``.
+python-cyborgclient's ``openstack accelerator``, this project's
+``openstack server accelerator`` and osc-placement's ``openstack resource
+provider`` commands) under the cloud's ``openrc``.
 """
 
 import json
@@ -60,15 +61,15 @@ def run(layout, image, out=print):
     out('Server %s (%s): %s on %s' % (
         server['name'], server['id'], server['status'],
         server['OS-EXT-SRV-ATTR:host']))
-    arqs = [a for a in openstack(layout, 'accelerator', 'arq', 'list',
-                                 '--long', out=out)
-            if a.get('instance_uuid') == server['id']]
+    # This project's client plugin (nova_cyborg_client): the server's ARQs.
+    arqs = openstack(layout, 'server', 'accelerator', 'list', server['id'],
+                     out=out)
     for arq in arqs:
         provider = openstack(layout, 'resource', 'provider', 'show',
-                             arq['device_rp_uuid'])
-        info = arq.get('attach_handle_info') or {}
+                             arq['Device Provider'])
+        info = arq.get('Attach Handle') or {}
         out('ARQ %s: %s, %s %s; provider %s (%s)' % (
-            arq['uuid'], arq['state'], arq['attach_handle_type'],
+            arq['UUID'], arq['State'], arq['Attach Handle Type'],
             '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
             if 'bus' in info else info, provider['name'],
             provider['uuid']))

@@ -225,7 +225,6 @@ def _remove(manager, context, instance, dp_name):
                 reason=e.format_message())
         nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs)
     added = _added_allocations(instance, dp_name)
-    _forget(instance, dp_name)
     move.retire(context, instance, mine)
     try:
         allocations.remove(manager.reportclient, context, instance, added)
@@ -234,6 +233,10 @@ def _remove(manager, context, instance, dp_name):
         # rebuilds the allocation from the flavor and the Bound ARQs.
         LOG.error('Could not take %(added)s out of the allocation: %(err)s',
                   {'added': added, 'err': e}, instance=instance)
+    # Forgotten last: a compute that stops before this point finds the
+    # records at restart and completes the detach (nova_cyborg.recovery).
+    _forget(instance, dp_name)
+    instance.save()
     LOG.info('Detached accelerators %s of device profile %s',
              ','.join(mine), dp_name, instance=instance)
 

@@ -17,6 +17,16 @@ destination's ARQs are deleted, the parked ones bound again to their own
 providers on the source, and the migration ends in ``error``. The guest
 that upstream then builds gets the source's devices, and only those.
 
+ADDING_ACCELERATOR or REMOVING_ACCELERATOR (the task states of the
+``addAccelerator`` and ``removeAccelerator`` actions, nova_cyborg.rpc): the
+compute died in the middle of the action, which would otherwise hold the
+server for good (every other action is refused while a task state is set).
+:func:`accelerator_action_interrupted` clears the task state after making
+the server's ARQs agree with what it records: a half-done attach is rolled
+back (the ARQs it created are deleted, those it parked bound again, the
+resources it added to the allocation taken out), a detach whose ARQs are
+already gone is completed (its records and allocation go).
+
 nova-compute serves no RPC while ``_init_instance`` runs, so no
 ``accelerator-request-bound`` event can reach it: the binding is awaited
 by reading the ARQs from Cyborg until each is resolved
@@ -30,10 +40,13 @@ from oslo_log import log as logging
 
 import nova.conf
 
+from nova_cyborg import allocations
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import function_check
+from nova_cyborg import heal
 from nova_cyborg import move
+from nova_cyborg import rpc
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -94,10 +107,14 @@ def rebind_source(context, instance, migration):
         instance.uuid)
     move.retire(context, instance, [arq.get('uuid') for arq in arqs
                                     if arq.get('hostname') not in source])
-    # Those still Bound on the source: their unbind never happened.
-    bound = {arq.get('uuid') for arq in arqs
-             if arq.get('hostname') in source and
-             arq.get('state') == 'Bound'}
+    _unpark(context, instance, [arq for arq in arqs
+                                if arq.get('hostname') in source])
+
+
+def _unpark(context, instance, arqs):
+    """Bind the parked ARQs again but those Bound in ``arqs`` (their unbind
+    never happened); forget them."""
+    bound = {arq.get('uuid') for arq in arqs if arq.get('state') == 'Bound'}
     again = {u: (rp, host) for u, rp, host in move.parked(instance)
              if u not in bound}
     if again:
@@ -137,3 +154,129 @@ def resize_migrating(manager, context, instance, migration):
     rebind_source(context, instance, migration)
     migration.status = 'error'
     migration.save()
+
+
+def _attached(instance):
+    """[(arq_uuid, profile)] recorded by nova_cyborg.attach."""
+    return [tuple(entry.split(' ', 1))
+            for entry in move.entries(instance, move.ATTACHED_PREFIX)]
+
+
+def _forget(instance, profiles):
+    move.store(instance, move.ATTACHED_PREFIX,
+               ['%s %s' % pair for pair in _attached(instance)
+                if pair[1] not in profiles])
+    move.store(instance, rpc.ALLOC_PREFIX,
+               [entry for entry in move.entries(instance, rpc.ALLOC_PREFIX)
+                if entry.split(' ', 1)[0] not in profiles])
+
+
+def _unaccounted(reportclient, context, instance, cyclient, rcs):
+    """What the allocation holds of ``rcs`` beyond the instance's Bound
+    ARQs (one unit of its group's resource class each)."""
+    bound = [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
+             if arq.get('state') == 'Bound']
+    expected = (heal._allocations(bound, heal._profile_groups(cyclient,
+                                                              bound))
+                if bound else {})
+    current = reportclient.get_allocs_for_consumer(
+        context, instance.uuid).get('allocations', {})
+    excess = {}
+    for rp, alloc in current.items():
+        want = expected.get(rp, {}).get('resources', {})
+        for rc, amount in alloc.get('resources', {}).items():
+            if rc in rcs and amount > want.get(rc, 0):
+                excess.setdefault(rp, {'resources': {}})['resources'][rc] = (
+                    amount - want.get(rc, 0))
+    return excess
+
+
+def _undo_attach(manager, context, instance):
+    """Roll back an attach that did not record its allocation (the last
+    step before a running guest gets the device): delete its ARQs, bind
+    the parked ones again, take out of the allocation what no Bound ARQ
+    accounts for."""
+    done = {entry.split(' ', 1)[0]
+            for entry in move.entries(instance, rpc.ALLOC_PREFIX)}
+    pending = [(u, p) for u, p in _attached(instance) if p not in done]
+    profiles = sorted({p for _u, p in pending})
+    move.retire(context, instance, [u for u, _p in pending])
+    _forget(instance, profiles)
+    instance.save()
+    cyclient = nc_client.get_client(context)
+    if move.parked(instance):
+        _unpark(context, instance,
+                cyclient.get_arqs_for_instance(instance.uuid))
+    rcs = {rc for name in profiles for group in
+           nc_client.get_device_profile_request_groups(context, name)
+           for rc in group.resources}
+    excess = _unaccounted(manager.reportclient, context, instance, cyclient,
+                          rcs)
+    if excess:
+        allocations.remove(manager.reportclient, context, instance, excess)
+    if profiles:
+        LOG.info('Rolled back the attach of device profile(s) %s that '
+                 'nova-compute was doing when it stopped',
+                 ', '.join(profiles), instance=instance)
+
+
+def _finish_detach(manager, context, instance):
+    """Complete a detach whose ARQs are gone already: its records go, and
+    what it added to the allocation if still there (at most what no Bound
+    ARQ accounts for). A detach that deleted nothing yet is left undone:
+    the accelerators stay attached."""
+    cyclient = nc_client.get_client(context)
+    present = {arq.get('uuid')
+               for arq in cyclient.get_arqs_for_instance(instance.uuid)}
+    by_profile = {}
+    for arq_uuid, profile in _attached(instance):
+        by_profile.setdefault(profile, []).append(arq_uuid)
+    gone = sorted(p for p, arq_uuids in by_profile.items()
+                  if not present & set(arq_uuids))
+    for profile in gone:
+        added = {}
+        for entry in move.entries(instance, rpc.ALLOC_PREFIX):
+            name, rp, rc, amount = entry.split(' ')
+            if name == profile:
+                added.setdefault(rp, {})[rc] = int(amount)
+        excess = _unaccounted(manager.reportclient, context, instance,
+                              cyclient, {rc for rcs in added.values()
+                                         for rc in rcs})
+        still = {}
+        for rp, rcs in added.items():
+            for rc, amount in rcs.items():
+                left = min(amount, excess.get(rp, {}).get(
+                    'resources', {}).get(rc, 0))
+                if left:
+                    still.setdefault(rp, {'resources': {}})['resources'][
+                        rc] = left
+        if still:
+            allocations.remove(manager.reportclient, context, instance,
+                               still)
+        _forget(instance, [profile])
+        instance.save()
+        LOG.info('Completed the detach of device profile %s that '
+                 'nova-compute was doing when it stopped', profile,
+                 instance=instance)
+
+
+def accelerator_action_interrupted(manager, context, instance):
+    """nova-compute restarted with the server in the task state of an
+    attach or detach: make its ARQs, records and allocation agree, then
+    clear the task state. Never raises (what fails is logged: the task
+    state is cleared all the same, so that the server can be acted on).
+    """
+    actions = {rpc.ADDING: _undo_attach, rpc.REMOVING: _finish_detach}
+    settle = actions.get(instance.task_state)
+    if settle is None:
+        return
+    try:
+        settle(manager, context, instance)
+    except Exception:  # noqa: B902 (logged; the task state is cleared)
+        LOG.exception('Could not settle the accelerators of an action '
+                      'interrupted by the stop of nova-compute',
+                      instance=instance)
+    LOG.info('Clearing task state %s left by a stopped nova-compute',
+             instance.task_state, instance=instance)
+    instance.task_state = None
+    instance.save()

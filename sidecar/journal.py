@@ -2,17 +2,19 @@
 
 ``programming.json`` holds the jobs started and not finished: what a
 sidecar killed mid-programming must undo when it comes back. Writes are
-atomic: a temporary file, fsync, then rename. (The ``leases.json`` of
+atomic (:mod:`sidecar.state_cache`: a temporary file, fsync, rename);
+a corrupt file is quarantined with an ERROR, and the reconciler then
+gives back whatever the lost jobs left reserved. (The ``leases.json`` of
 earlier releases, timed promises, is removed at start: a device is now
 promised by its Placement allocations, see :mod:`sidecar.promises`.)
 """
 
-import json
 import os
-import tempfile
 import threading
 
 from oslo_log import log as logging
+
+from sidecar import state_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -21,34 +23,14 @@ class JsonStore:
     """A dict persisted in one JSON file, safe across threads."""
 
     def __init__(self, path):
-        self._path = path
+        # Atomic writes; a corrupt file is quarantined with an ERROR
+        # (:mod:`sidecar.state_cache`), never silently dropped.
+        self._file = state_cache.StateFile(path)
         self._lock = threading.Lock()
-        self._data = self._load()
-
-    def _load(self):
-        try:
-            with open(self._path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            LOG.error('Ignoring unreadable state file %(path)s: %(exc)s',
-                      {'path': self._path, 'exc': exc})
-            return {}
-        return data if isinstance(data, dict) else {}
+        self._data = self._file.load() or {}
 
     def _save(self):
-        directory = os.path.dirname(self._path)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-')
-        try:
-            with os.fdopen(fd, 'w') as f:
-                json.dump(self._data, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        self._file.save(self._data)
 
     def get(self, key, default=None):
         with self._lock:

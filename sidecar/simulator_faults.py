@@ -8,9 +8,12 @@ Test tooling, like the simulator: the health checks of
     simulator_faults.set_fpga_state(host, '0000:81:00.0', 'write error')
     unplugged = simulator_faults.unplug(host, '0000:81:00.0')
     simulator_faults.replug(host, unplugged)
+    simulator_faults.unload_mdev_driver(host, '0000:82:00.0')
+    simulator_faults.reload_mdev_driver(host, '0000:82:00.0')
 """
 
 import copy
+import os
 
 #: The counters of ``aer_dev_fatal`` (Linux 6.x), then the total.
 FATAL_NAMES = ('Undefined', 'DLP', 'SDES', 'TLP', 'FCP', 'CmpltTO',
@@ -68,3 +71,16 @@ def replug(host, saved):
         host.functions[function.address] = copy.deepcopy(function)
     if host.root is not None:
         host.write(host.root)
+
+
+def unload_mdev_driver(host, address):
+    """A GPU's vendor driver unloaded: its ``mdev_supported_types`` goes
+    (kept aside for :func:`reload_mdev_driver`)."""
+    path = host._dir(address, 'mdev_supported_types')
+    os.rename(path, path + '.unloaded')
+
+
+def reload_mdev_driver(host, address):
+    """Undo :func:`unload_mdev_driver`."""
+    path = host._dir(address, 'mdev_supported_types')
+    os.rename(path + '.unloaded', path)

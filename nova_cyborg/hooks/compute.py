@@ -128,6 +128,21 @@ def delete_arqs_of_deleted_instance(context, instance):
 
 # Moves.
 
+def accelerator_action_at_restart(manager, context, instance):
+    """Called by ``ComputeManager._init_instance()`` for every server of
+    the host when nova-compute starts.
+
+    A server in the task state of addAccelerator or removeAccelerator
+    (states only those actions set) has its ARQs, records and allocation
+    put in agreement (a half-done attach rolled back, a detach whose ARQs
+    are gone completed) and its task state cleared. Nothing for any other
+    server. Never raises.
+
+    :param manager: the ComputeManager (its report client).
+    """
+    recovery.accelerator_action_interrupted(manager, context, instance)
+
+
 def resize_migrating_at_restart(manager, context, instance, migration):
     """Called by ``ComputeManager._init_instance()`` for a server left in
     RESIZE_MIGRATING on this (the source) host, before the driver rebuilds

@@ -16,11 +16,19 @@ and of the migration; and that nothing is left on the other host.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
+import contextlib  # noqa: E402
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova import objects  # noqa: E402
 
+from nova_cyborg import allocations as nc_allocations  # noqa: E402
+from nova_cyborg import attach as nc_attach  # noqa: E402
+from nova_cyborg import compute as nc_compute  # noqa: E402
+from nova_cyborg import rpc as nc_rpc  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
+from tests.functional import test_attach  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 from tests.functional import test_move  # noqa: E402
 
@@ -93,3 +101,104 @@ class ResizeMigratingRecoveryTest(
                       if m['instance_uuid'] == server['id']]
         self.assertEqual(1, len(migrations))
         return migrations[0]
+
+
+class AttachRecoveryTest(base.AcceleratorTestBase):
+    """nova-compute dies in the middle of addAccelerator or
+    removeAccelerator; the action's own cleanup (the ``finally`` that
+    clears the task state) does not run, as in a crash."""
+
+    NUM_VFS = 3
+    act = test_attach.AttachTest.act
+    device_usage = test_attach.AttachTest.device_usage
+    assert_plain = test_attach.AttachTest.assert_plain
+    last_event = test_attach.AttachTest.last_event
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1')
+        self.dp, _flavor = self.create_profile_flavor(test_attach.PROFILE)
+        self.plain = self._create_flavor(name='plain')
+
+    def _die_once(self, module, name):
+        """The first call of ``module.name`` dies; returns an Event set
+        then."""
+        entered = threading.Event()
+        real_task = nc_attach._task
+        real = getattr(module, name)
+
+        @contextlib.contextmanager
+        def task(instance, task_state):
+            if entered.is_set():
+                with real_task(instance, task_state):
+                    yield
+                return
+            instance.refresh()
+            yield
+
+        def die(*args, **kwargs):
+            if entered.is_set():
+                return real(*args, **kwargs)
+            entered.set()
+            raise ComputeDied()
+        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.attach._task',
+                                             task))
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s' % (module.__name__, name), die))
+        return entered
+
+    def _records(self, server):
+        meta = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), server['id'],
+            expected_attrs=['system_metadata']).system_metadata
+        return sorted(k for k in meta if k.startswith('nova_cyborg_'))
+
+    def _restart_and_check_plain(self, server):
+        self.restart_compute_service('compute1')
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
+        self.assert_plain(server)
+        self.assertEqual([], self._records(server))
+        # The server can be acted on again: an attach goes through.
+        self.act(server, 'addAccelerator', self.dp)
+        self.assertEqual('Success',
+                         self.last_event(server, 'addAccelerator')['result'])
+        self.assert_accelerated(server, 1)
+
+    def test_restart_mid_attach_rolls_it_back(self):
+        """Dies waiting for the bind: the ARQ was created, recorded and
+        bound, the device added to the allocation, which is not recorded
+        yet."""
+        server = self.boot(self.plain)
+        entered = self._die_once(nc_compute, 'get_bound_arqs')
+        self.act(server, 'addAccelerator', self.dp)
+        waits.wait_until(entered.is_set, 'the wait for the bind')
+        # Half done: the ARQ exists for the server, its device is in the
+        # server's allocation, and the action holds the server.
+        waits.wait_until(lambda: self.cyborg.list_arqs(server['id']),
+                         'the ARQ bound for the server')
+        self.assertEqual(1, self.device_usage())
+        self.assertEqual(nc_rpc.ADDING,
+                         self.api.get_server(server['id'])[
+                             'OS-EXT-STS:task_state'])
+        self._restart_and_check_plain(server)
+
+    def test_restart_mid_detach_completes_it(self):
+        """Dies taking the device out of the allocation: the guest let go
+        of it and its ARQ is deleted."""
+        server = self.boot(self.plain)
+        self.act(server, 'addAccelerator', self.dp)
+        self.assertEqual('Success',
+                         self.last_event(server, 'addAccelerator')['result'])
+        self.assert_accelerated(server, 1)
+        entered = self._die_once(nc_allocations, 'remove')
+        self.act(server, 'removeAccelerator', self.dp)
+        waits.wait_until(entered.is_set, 'the allocation to be updated')
+        # Half done: the ARQ is gone, its device still in the server's
+        # allocation, and the action holds the server.
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
+        self.assertEqual(1, self.device_usage())
+        self.assertEqual(nc_rpc.REMOVING,
+                         self.api.get_server(server['id'])[
+                             'OS-EXT-STS:task_state'])
+        self._restart_and_check_plain(server)

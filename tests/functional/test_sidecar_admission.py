@@ -168,6 +168,35 @@ class DisableTest(AdmissionTestBase):
         waits.wait_until(sidecar.sidecar.run_cycle, 'the sidecar converged')
         self.wait_reserved(NUM_VFS)
 
+    def test_corrupt_journal_is_quarantined_and_the_card_given_back(self):
+        # A sidecar killed mid-programming left its card fully reserved,
+        # and its journal is corrupt: the job is lost. The file is kept
+        # aside (before: silently ignored) and the reconciler gives the
+        # card back.
+        self.start_host(admit='enabled')
+        self.wait_reserved(0)
+        self.stop_sidecar()
+        uuid = self.placement.get(
+            '/resource_providers?name=%s' % self.name,
+            version='1.14').body['resource_providers'][0]['uuid']
+        url = '/resource_providers/%s/inventories' % uuid
+        body = self.placement.get(url, version='1.26').body
+        inventories = body['inventories']
+        inventories['FPGA']['reserved'] = NUM_VFS
+        self.placement.put(url, {
+            'resource_provider_generation':
+                body['resource_provider_generation'],
+            'inventories': inventories}, version='1.26')
+        self.wait_reserved(NUM_VFS)
+        with open(os.path.join(self.state, 'programming.json'), 'w') as f:
+            f.write('{"0000:')
+        sidecar = self.start_sidecar()
+        names = os.listdir(self.state)
+        self.assertEqual(1, len([n for n in names if n.startswith(
+            'programming.json.corrupt-')]), names)
+        sidecar.cycle()
+        self.wait_reserved(0)
+
     def test_corrupt_state_file_is_quarantined(self):
         with open(os.path.join(self.state, holds.FILE), 'w') as f:
             f.write('{"version": 1, "devices": {"0000:')

@@ -182,3 +182,108 @@ class ResizeMigratingTest(RecoveryTestBase):
                                   self.migration)
         self.rebind.assert_called_once_with(self.context, self.instance,
                                             self.migration)
+
+
+ATTACHED = move.ATTACHED_PREFIX
+ALLOC = 'nova_cyborg_attached_alloc_'
+
+
+class AcceleratorActionInterruptedTest(RecoveryTestBase):
+    """A restart in the task state of addAccelerator / removeAccelerator.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.assertEqual(ALLOC, recovery.rpc.ALLOC_PREFIX)
+        self.manager = mock.Mock()
+        self.allocs = self.manager.reportclient.get_allocs_for_consumer
+        self.remove = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.remove')).mock
+        self.retire = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.move.retire')).mock
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.client.get_device_profile_request_groups',
+            return_value=[mock.Mock(resources={'FPGA': 1})]))
+        self.instance.system_metadata = {
+            ATTACHED + '0': '%s dp' % uuids.a1}
+
+    def _run(self, task_state):
+        self.instance.task_state = task_state
+        recovery.accelerator_action_interrupted(
+            self.manager, self.context, self.instance)
+
+    def test_other_task_states_are_left_alone(self):
+        self._run(None)
+        self._run('resize_migrating')
+        self.save.assert_not_called()
+        self.retire.assert_not_called()
+        self.assertEqual('resize_migrating', self.instance.task_state)
+
+    def test_attach_without_recorded_allocation_is_rolled_back(self):
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.allocs.return_value = {'allocations': {
+            uuids.dev_rp: {'resources': {'FPGA': 1}},
+            uuids.cn: {'resources': {'VCPU': 2}}}}
+        self._run(recovery.rpc.ADDING)
+        self.retire.assert_called_once_with(self.context, self.instance,
+                                            [uuids.a1])
+        self.remove.assert_called_once_with(
+            self.manager.reportclient, self.context, self.instance,
+            {uuids.dev_rp: {'resources': {'FPGA': 1}}})
+        self.assertEqual({}, self.instance.system_metadata)
+        self.assertIsNone(self.instance.task_state)
+        self.save.assert_called()
+
+    def test_attach_with_recorded_allocation_is_kept(self):
+        self.instance.system_metadata[ALLOC + '0'] = 'dp %s FPGA 1' % (
+            uuids.dev_rp)
+        arq = _arq(uuids.a1, rp=uuids.dev_rp)
+        arq.update(device_profile_name='dp', device_profile_group_id=0)
+        self.cyclient.get_arqs_for_instance.return_value = [arq]
+        self.cyclient.get_device_profile_groups.return_value = [
+            {'resources:FPGA': '1'}]
+        self.allocs.return_value = {'allocations': {
+            uuids.dev_rp: {'resources': {'FPGA': 1}}}}
+        self._run(recovery.rpc.ADDING)
+        self.retire.assert_called_once_with(self.context, self.instance, [])
+        self.remove.assert_not_called()
+        self.assertEqual(2, len(self.instance.system_metadata))
+        self.assertIsNone(self.instance.task_state)
+
+    def test_detach_with_arqs_gone_is_completed(self):
+        self.instance.system_metadata[ALLOC + '0'] = 'dp %s FPGA 1' % (
+            uuids.dev_rp)
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.allocs.return_value = {'allocations': {
+            uuids.dev_rp: {'resources': {'FPGA': 1}}}}
+        self._run(recovery.rpc.REMOVING)
+        self.remove.assert_called_once_with(
+            self.manager.reportclient, self.context, self.instance,
+            {uuids.dev_rp: {'resources': {'FPGA': 1}}})
+        self.assertEqual({}, self.instance.system_metadata)
+        self.assertIsNone(self.instance.task_state)
+
+    def test_detach_whose_allocation_went_already_removes_nothing(self):
+        self.instance.system_metadata[ALLOC + '0'] = 'dp %s FPGA 1' % (
+            uuids.dev_rp)
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.allocs.return_value = {'allocations': {
+            uuids.cn: {'resources': {'VCPU': 2}}}}
+        self._run(recovery.rpc.REMOVING)
+        self.remove.assert_not_called()
+        self.assertEqual({}, self.instance.system_metadata)
+
+    def test_detach_that_deleted_nothing_is_left_undone(self):
+        self.cyclient.get_arqs_for_instance.return_value = [_arq(uuids.a1)]
+        self._run(recovery.rpc.REMOVING)
+        self.remove.assert_not_called()
+        self.assertEqual({ATTACHED + '0': '%s dp' % uuids.a1},
+                         self.instance.system_metadata)
+        self.assertIsNone(self.instance.task_state)
+
+    def test_failure_is_logged_and_the_task_state_cleared(self):
+        self.cyclient.get_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='list', msg='injected', status=503))
+        self._run(recovery.rpc.REMOVING)
+        self.assertIsNone(self.instance.task_state)
+        self.save.assert_called()

@@ -197,14 +197,12 @@ class MdevParentTest(HealthTestCase):
     def test_mdev_types_gone_then_back(self):
         before = self.assertHealthy()
         self.assertEqual('VGPU', before[GPU].deployables[0].resource_class)
-        type_dir = self.sim._dir(GPU, 'mdev_supported_types')
-        moved = type_dir + '.away'
-        os.rename(type_dir, moved)
+        faults.unload_mdev_driver(self.sim, GPU)
         devices = self.assertUnhealthy(GPU, 'mdev parent 0000:82:00.0 no '
                                             'longer offers')
         # Still the VGPU it was, not a whole PGPU.
         self.assertEqual(health.with_trait(before[GPU]), devices[GPU])
-        os.rename(moved, type_dir)
+        faults.reload_mdev_driver(self.sim, GPU)
         self.assertEqual(before, self.assertHealthy())
 
     def test_parent_gone(self):

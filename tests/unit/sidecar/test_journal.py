@@ -20,12 +20,30 @@ class JournalTest(testtools.TestCase):
         self.assertEqual({'x': 1}, again.jobs.pop('a'))
         self.assertIsNone(journal.Journal(self.path).jobs.get('a'))
 
-    def test_corrupt_file_is_ignored(self):
+    def test_corrupt_file_is_quarantined(self):
+        # Kept for the operator under another name, with an ERROR; the
+        # sidecar starts without it (its reconciler gives back what a
+        # lost job left reserved).
         with open(os.path.join(self.path, 'programming.json'), 'w') as f:
             f.write('{not json')
         log = self.useFixture(fixtures.FakeLogger())
+        j = journal.Journal(self.path)
+        self.assertEqual([], j.jobs.items())
+        self.assertIn('programming.json is corrupt', log.output)
+        (kept,) = [n for n in os.listdir(self.path)
+                   if n.startswith('programming.json.corrupt-')]
+        with open(os.path.join(self.path, kept)) as f:
+            self.assertEqual('{not json', f.read())
+        # The journal works on.
+        j.jobs.put('a', {'x': 1})
+        self.assertEqual({'x': 1}, journal.Journal(self.path).jobs.get('a'))
+
+    def test_not_an_object_is_quarantined(self):
+        with open(os.path.join(self.path, 'programming.json'), 'w') as f:
+            f.write('[1, 2]')
         self.assertEqual([], journal.Journal(self.path).jobs.items())
-        self.assertIn('unreadable state file', log.output)
+        self.assertEqual(1, len([n for n in os.listdir(self.path) if
+                                 n.startswith('programming.json.corrupt-')]))
 
     def test_no_temporary_files_left(self):
         j = journal.Journal(self.path)
