@@ -14,6 +14,15 @@ really holds when it comes back. The end of a job gives the providers back
 as the sidecar owns them: ``reserved`` 0, or ``total`` while the device is
 held (:mod:`sidecar.holds`): a restore never erases an operator's disable
 made before or during the job.
+
+A card with several regions (:mod:`sidecar.drivers.fpga`) is programmed
+region by region: only the region's provider is reserved, checked for
+consumers and given the new function trait, and only its attach handles
+are looked for in domains. cyborg-conductor's ``fpga_program`` names the
+card alone (its control path); the region is the one whose provider an
+ARQ being bound (``BindStarted``) that asks the function is bound to
+(:meth:`sidecar.promises.PromiseChecker.binding`). A control path that is
+a region's function (its VF) names that region.
 """
 
 import contextlib
@@ -137,7 +146,16 @@ class ProgramManager:
     # -- checks ---------------------------------------------------------
 
     def _fpga(self, address, driver_name):
-        device = self._inventory.device(address)
+        """``(device, region)``: the card ``address`` names, and the name
+        of its deployable when ``address`` is a region's function (None
+        when it is the card's control path)."""
+        device, region = self._inventory.device(address), None
+        if device is None:
+            device = next((d for d in self._inventory.devices()
+                           if len(d.deployables) > 1 and
+                           any(dep.name == address
+                               for dep in d.deployables)), None)
+            region = address
         if device is None or device.type != 'FPGA':
             raise exception.UnknownDevice(kind='FPGA', address=address)
         names = {dep.driver_name for dep in device.deployables}
@@ -145,35 +163,67 @@ class ProgramManager:
             raise exception.InvalidArgument(
                 name='driver_name',
                 reason='%s does not drive %s' % (driver_name, address))
-        return device
+        return device, region
+
+    def _region(self, device, region, wanted):
+        """The deployable to program for ``wanted``, or None when the
+        region asked for holds it already."""
+        deps = {dep.name: dep for dep in device.deployables}
+        if region is None and len(deps) > 1:
+            providers = self._providers(device)
+            by_rp = {self._placement.find_provider(
+                report.deployable_name(self._host, dep)): dep.name
+                for dep in device.deployables}
+            names = sorted(by_rp[rp] for rp in
+                           self._promises.binding(device.address, providers,
+                                                  wanted))
+            if not names:
+                raise exception.InvalidArgument(
+                    name='controlpath_id',
+                    reason='%s has %d regions and no accelerator request '
+                           'being bound to one of them asks for %s: name '
+                           'the region by the address of its function, or '
+                           'program it through a server\'s accelerator '
+                           'request' % (
+                               device.address, len(deps), wanted))
+            todo = [n for n in names
+                    if wanted not in self._loaded_traits(deps[n])]
+            LOG.info('%(card)s: the region(s) being bound for %(trait)s: '
+                     '%(names)s', {'card': device.address, 'trait': wanted,
+                                   'names': ', '.join(names)})
+            region = (todo or names)[0]
+        dep = deps[region or next(iter(deps))]
+        return None if wanted in self._loaded_traits(dep) else dep
 
     @staticmethod
-    def _loaded_traits(device):
-        return {t for dep in device.deployables for t in dep.traits
+    def _loaded_traits(deployable):
+        return {t for t in deployable.traits
                 if t.startswith(FUNCTION_TRAIT_PREFIX)}
 
-    def _users(self, device):
+    def _users(self, deployable):
         in_use = self._domains.devices_in_use()
-        addresses = device.functions()
+        addresses = {h.address for h in deployable.attach_handles}
+        addresses.add(deployable.name)
         return sorted({name for dev, name in in_use.items()
                        if dev in addresses})
 
-    def _check_free(self, device, providers, wanted):
-        users = self._users(device)
+    def _check_free(self, device, dep, providers, wanted):
+        users = self._users(dep)
         if users:
             raise exception.DeviceBusy(
-                address=device.address,
+                address=dep.name,
                 reason='attach handles used by domain(s) %s' %
                 ', '.join(users))
-        self._promises.check(device.address, providers, wanted,
-                             self._loaded_traits(device))
+        self._promises.check(dep.name, providers, wanted,
+                             self._loaded_traits(dep))
 
     # -- placement ------------------------------------------------------
 
-    def _providers(self, device):
-        """``{provider uuid: driver name}`` of the device's deployables."""
+    def _providers(self, device, deployables=None):
+        """``{provider uuid: driver name}`` of the device's deployables
+        (or of ``deployables``)."""
         result = {}
-        for dep in device.deployables:
+        for dep in deployables or device.deployables:
             name = report.deployable_name(self._host, dep)
             try:
                 rp = self._placement.find_provider(name)
@@ -200,7 +250,7 @@ class ProgramManager:
                 not _DRIVER_NAME_RE.match(driver_name)):
             raise exception.InvalidArgument(name='driver_name',
                                             reason='not a driver name')
-        self._fpga(address, driver_name)
+        card = self._fpga(address, driver_name)[0].address
         metadata = self._images.get_metadata(bitstream_uuid)
         function_id = self._images.function_id(metadata)
         if not function_id or not _FUNCTION_ID_RE.match(function_id):
@@ -209,23 +259,24 @@ class ProgramManager:
                 reason='its accel:function_id %r cannot name a trait' %
                 (function_id,))
         wanted = function_trait(driver_name, function_id)
-        with self._lock(address):
-            device = self._fpga(address, driver_name)
-            if wanted in self._loaded_traits(device):
+        with self._lock(card):
+            device, region = self._fpga(address, driver_name)
+            dep = self._region(device, region, wanted)
+            if dep is None:
                 LOG.info('%(addr)s already holds %(trait)s; not '
                          'reprogramming', {'addr': address, 'trait': wanted})
                 return True
-            providers = self._providers(device)
-            self._check_free(device, providers, wanted)
-            self._program(device, providers, bitstream_uuid, metadata,
+            providers = self._providers(device, [dep])
+            self._check_free(device, dep, providers, wanted)
+            self._program(device, dep, providers, bitstream_uuid, metadata,
                           wanted, driver_name)
         return True
 
-    def _program(self, device, providers, image_id, metadata, wanted,
+    def _program(self, device, dep, providers, image_id, metadata, wanted,
                  driver_name):
         address = device.address
         job = {'image': image_id, 'trait': wanted, 'started': self._clock(),
-               'reserved': {}}
+               'reserved': {}, 'deployable': dep.name}
         self._journal.jobs.put(address, job)
         try:
             for rp in providers:
@@ -233,16 +284,16 @@ class ProgramManager:
                 self._journal.jobs.put(address, job)
             path = os.path.join(self._journal.path, '%s.bit' % image_id)
             LOG.info('Programming %(addr)s with bitstream %(image)s',
-                     {'addr': address, 'image': image_id})
+                     {'addr': dep.name, 'image': image_id})
             try:
                 self._images.download(image_id, path, metadata)
-                self._programmer.program(address, path,
+                self._programmer.program(dep.name, path,
                                          driver_name=driver_name)
             finally:
                 if os.path.exists(path):
                     os.unlink(path)
             device = self._inventory.refresh_device(address)
-            loaded = self._loaded_traits(device) if device else set()
+            loaded = self._loaded(device, dep.name)
             if wanted not in loaded:
                 raise exception.ProgrammingFailed(
                     address=address,
@@ -252,9 +303,16 @@ class ProgramManager:
                 self._placement.replace_traits_with_prefix(
                     rp, FUNCTION_TRAIT_PREFIX, [wanted])
             LOG.info('Programmed %(addr)s: it now holds %(trait)s',
-                     {'addr': address, 'trait': wanted})
+                     {'addr': dep.name, 'trait': wanted})
         finally:
             self._finish(address, job)
+
+    def _loaded(self, device, name=None):
+        """The function traits of ``device``'s deployable ``name`` (of
+        all its deployables without a name)."""
+        return {t for dep in (device.deployables if device else ())
+                if name is None or dep.name == name
+                for t in self._loaded_traits(dep)}
 
     def _finish(self, address, job):
         """Give the providers back (fully reserved while the device is
@@ -291,7 +349,7 @@ class ProgramManager:
                     {'addr': address, 'image': job.get('image')})
         device = self._inventory.refresh_device(address)
         if device is not None:
-            loaded = sorted(self._loaded_traits(device))
+            loaded = sorted(self._loaded(device, job.get('deployable')))
             for rp in job.get('reserved', {}):
                 self._placement.replace_traits_with_prefix(
                     rp, FUNCTION_TRAIT_PREFIX, loaded)

@@ -105,13 +105,15 @@ class FpgaManagerProgrammer(Programmer):
         LOG.info('Programmed %s', address)
 
     def _find_manager(self, root, address):
-        """The manager whose device is ``address`` or a child of it."""
-        found = []
+        """The manager whose device is ``address`` or a child of it; for
+        a VF without one (a region of a card with several), its PF's."""
         pattern = os.path.join(root, 'class', 'fpga_manager', '*')
-        for mgr_dir in sorted(glob.glob(pattern)):
-            device = os.path.realpath(os.path.join(mgr_dir, 'device'))
-            if _nearest_pci_function(device) == address:
-                found.append(os.path.basename(mgr_dir))
+        found = self._managers_of(pattern, address)
+        physfn = os.path.join(root, 'bus', 'pci', 'devices', address,
+                              'physfn')
+        if not found and os.path.islink(physfn):
+            found = self._managers_of(
+                pattern, os.path.basename(os.readlink(physfn).rstrip('/')))
         if not found:
             raise exception.ProgrammingFailed(
                 address=address,
@@ -123,6 +125,15 @@ class FpgaManagerProgrammer(Programmer):
                 reason='several FPGA managers belong to this device (%s)'
                 % ', '.join(found))
         return found[0]
+
+    @staticmethod
+    def _managers_of(pattern, address):
+        found = []
+        for mgr_dir in sorted(glob.glob(pattern)):
+            device = os.path.realpath(os.path.join(mgr_dir, 'device'))
+            if _nearest_pci_function(device) == address:
+                found.append(os.path.basename(mgr_dir))
+        return found
 
     def _wait_operating(self, root, manager, address):
         mgr_dir = os.path.join(root, 'class', 'fpga_manager', manager)

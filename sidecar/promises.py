@@ -43,6 +43,9 @@ FUNCTION_ID_RE = re.compile(r'^[A-Za-z0-9_]{1,64}$')
 #: What a consumer asking no function wants: the card as it is.
 AS_LOADED = object()
 
+#: The state of an ARQ whose bind job runs (cyborg.common.constants).
+BIND_STARTED = 'BindStarted'
+
 
 def function_trait(driver_name, function_id):
     """The trait cyborg-conductor puts on a provider after programming."""
@@ -122,6 +125,32 @@ class PromiseChecker:
                                'wants %s, which it holds now' % (consumer,
                                                                  want))
 
+    def binding(self, address, providers, wanted):
+        """The providers among ``providers`` (``{uuid: driver name}``) an
+        ARQ being bound (state ``BindStarted``) that asks ``wanted`` is
+        bound to: cyborg-conductor's ``fpga_program`` names a card, this
+        names the region it programs for. Raises DeviceBusy when Cyborg
+        cannot be read."""
+        try:
+            arqs = self._cyborg.all_arqs()
+        except exception.SidecarError as exc:
+            raise exception.DeviceBusy(
+                address=address,
+                reason='the accelerator requests being bound cannot be '
+                       'read, so no region of it is programmed: %s' % exc)
+        found, profiles = set(), {}
+        for arq in arqs:
+            rp = arq.get('device_rp_uuid') if isinstance(arq, dict) else None
+            if rp not in providers or arq.get('state') != BIND_STARTED:
+                continue
+            try:
+                wants = self._arq_wants(arq, [providers[rp]], profiles)
+            except _Unknown:
+                continue
+            if wanted in wants:
+                found.add(rp)
+        return found
+
     def _settled_wants(self, consumer, rps, providers, profiles):
         """:meth:`_wants`, giving a consumer without an ARQ for the card
         ``SETTLE_SECONDS`` to get one or to lose its allocation (then it
@@ -159,23 +188,31 @@ class PromiseChecker:
         drivers = sorted(set(providers.values()))
         wants = set()
         for arq in mine:
-            name = arq.get('device_profile_name')
-            index = arq.get('device_profile_group_id')
-            if name not in profiles:
-                try:
-                    profiles[name] = self._cyborg.device_profile(name)
-                except exception.SidecarError as exc:
-                    raise _Unknown(str(exc))
-            groups = profiles[name].get('groups')
-            if (not isinstance(groups, list) or not isinstance(index, int)
-                    or not 0 <= index < len(groups)
-                    or not isinstance(groups[index], dict)):
-                raise _Unknown('ARQ %s names group %r of device profile %s, '
-                               'which has no such group'
-                               % (arq.get('uuid'), index, name))
             rp = arq.get('device_rp_uuid')
-            for driver in ([providers[rp]] if rp else drivers):
-                wants.add(self._function_of(groups[index], driver))
+            wants |= self._arq_wants(
+                arq, [providers[rp]] if rp else drivers, profiles)
+        return wants
+
+    def _arq_wants(self, arq, drivers, profiles):
+        """What ``arq``'s device profile group asks of a card driven by
+        one of ``drivers``."""
+        wants = set()
+        name = arq.get('device_profile_name')
+        index = arq.get('device_profile_group_id')
+        if name not in profiles:
+            try:
+                profiles[name] = self._cyborg.device_profile(name)
+            except exception.SidecarError as exc:
+                raise _Unknown(str(exc))
+        groups = profiles[name].get('groups')
+        if (not isinstance(groups, list) or not isinstance(index, int)
+                or not 0 <= index < len(groups)
+                or not isinstance(groups[index], dict)):
+            raise _Unknown('ARQ %s names group %r of device profile %s, '
+                           'which has no such group'
+                           % (arq.get('uuid'), index, name))
+        for driver in drivers:
+            wants.add(self._function_of(groups[index], driver))
         return wants
 
     def _function_of(self, group, driver_name):

@@ -175,13 +175,21 @@ class SimulatedHost:
     def add_fpga(self, vendor_id='8086', product_id='0b30',
                  class_id='120000', address=None, num_vfs=0,
                  vf_product_id=None, function_id=None,
-                 compat_id=DEFAULT_COMPAT_ID, numa_node=None):
-        """An FPGA PF with one region and manager, ``function_id`` loaded."""
+                 compat_id=DEFAULT_COMPAT_ID, numa_node=None,
+                 region_per_vf=False):
+        """An FPGA PF with one region and manager, ``function_id`` loaded.
+
+        With ``region_per_vf`` the card has one region (and manager) on
+        each of its ``num_vfs`` VFs instead, each loaded with
+        ``function_id``: a card with several regions, a VF serving each.
+        """
         pf = self.add_pf(vendor_id, product_id, class_id, address, num_vfs,
                          vf_product_id, numa_node)
-        pf.region, pf.compat_id = self._regions, compat_id
-        pf.function_id = function_id
-        self._regions += 1
+        for f in ([self.functions[a] for a in pf.virtfns.values()]
+                  if region_per_vf else [pf]):
+            f.region, f.compat_id = self._regions, compat_id
+            f.function_id = function_id
+            self._regions += 1
         return pf
 
     def add_gpu(self, vendor_id='10de', product_id='1eb8',

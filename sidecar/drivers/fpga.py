@@ -1,8 +1,16 @@
-"""FPGA driver: one Deployable per FPGA region of a PCI function.
+"""FPGA driver: one Deployable per FPGA region of a card.
 
-Regions are found under ``<[sidecar] sysfs_root>/class/fpga_region``; the
-PCI function a region's ``device`` leads to is the Device (control path),
-and its VFs, or the function itself without VFs, are the attach handles.
+Regions are found under ``<[sidecar] sysfs_root>/class/fpga_region``. A
+card is a PF (the Device, its control path) with the regions whose
+``device`` leads to it or to one of its VFs:
+
+* one region on the PF: one deployable named by the PF's address, whose
+  attach handles are the PF's VFs, or the PF itself without VFs;
+* regions on VFs (several regions: each region's ``device`` leads to the
+  VF that serves it): one deployable per region, named by its VF's
+  address, with that VF as its one attach handle. Each region is
+  programmed on its own (:meth:`FpgaDriver.region`).
+
 A region's ``compat_id`` gives the region trait and its ``afu_id`` the
 function currently loaded, reported with the very trait cyborg-conductor
 adds after programming (see :func:`function_trait`).
@@ -89,7 +97,12 @@ class FpgaDriver(base.DiscoveryDriver):
                         'no PCI function', region.name)
                     continue
                 regions.setdefault(region.address, []).append(region)
-            for address, found in sorted(regions.items()):
+            cards = {}
+            for address, found in regions.items():
+                function = by_address.get(address)
+                pf = function.physfn if function is not None else None
+                cards.setdefault(pf or address, []).extend(found)
+            for address, found in sorted(cards.items()):
                 pf = by_address.get(address)
                 if pf is None and os.path.lexists(os.path.join(
                         self.sysfs_root, 'bus', 'pci', 'devices', address)):
@@ -104,9 +117,8 @@ class FpgaDriver(base.DiscoveryDriver):
                                           address, found[0].name, exc)
                     continue
                 devices.append(device)
-                for handle in device.deployables[0].attach_handles:
-                    pf_of[handle.address] = address
-                pf_of[address] = address
+                for function in device.functions():
+                    pf_of[function] = address
         self._pf_of = pf_of
         return devices
 
@@ -115,11 +127,28 @@ class FpgaDriver(base.DiscoveryDriver):
             raise sources.MalformedDevice('no such PCI function')
         if pf.physfn is not None:
             raise sources.MalformedDevice('the region belongs to a VF')
-        if len(regions) > 1:
+        on_pf = [r for r in regions if r.address == address]
+        if len(on_pf) > 1 or (on_pf and len(regions) > 1):
             raise sources.MalformedDevice(
-                'several regions (%s) on one function are not supported'
+                'several regions (%s) and not one per VF: which VF a '
+                'region serves is unknown'
                 % ', '.join(r.name for r in regions))
-        region = regions[0]
+        vfs = {f.address: f for f in vfs}
+        if on_pf:
+            deployables = (self._deployable(pf, address, regions[0],
+                                            list(vfs.values()) or [pf]),)
+        else:
+            deployables = tuple(
+                self._deployable(pf, r.address, r, [vfs[r.address]])
+                for r in sorted(regions, key=lambda r: r.address))
+        return model.Device(
+            type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
+            address=address, deployables=deployables,
+            std_board_info=(('class', pf.class_id),
+                            ('product_id', pf.product_id)),
+            driver_name=vendor_name(pf.vendor_id))
+
+    def _deployable(self, pf, name, region, handles):
         vendor = vendor_name(pf.vendor_id)
         traits = {os_traits.OWNER_CYBORG, 'CUSTOM_FPGA_' + vendor.upper()}
         compat = sources.read_file(region.path + '/compat_id')
@@ -131,20 +160,13 @@ class FpgaDriver(base.DiscoveryDriver):
         function_id = self._read_afu_id(region)
         if function_id:
             traits.add(function_trait(vendor, function_id))
-        handles = vfs or [pf]
-        deployable = model.Deployable(
-            name=address,
+        return model.Deployable(
+            name=name,
             resource_class=orc.FPGA,
             num_accelerators=len(handles),
             traits=tuple(sorted(traits)),
             attach_handles=tuple(model.AttachHandle('PCI', f.address)
                                  for f in handles),
-            driver_name=vendor)
-        return model.Device(
-            type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
-            address=address, deployables=(deployable,),
-            std_board_info=(('class', pf.class_id),
-                            ('product_id', pf.product_id)),
             driver_name=vendor)
 
     def health(self, device):
@@ -153,9 +175,16 @@ class FpgaDriver(base.DiscoveryDriver):
         observation = super().health(device)
         if observation.gone:
             return observation
-        region = next((r for r in sysfs.fpga_regions(self.sysfs_root)
-                       if r.address == device.address), None)
-        problems, busy = health_mod.fpga_problems(region)
+        functions = device.functions()
+        regions = [r for r in sysfs.fpga_regions(self.sysfs_root)
+                   if r.address in functions]
+        if len(regions) < len(device.deployables) or not regions:
+            regions.append(None)  # a region is gone
+        problems, busy = (), False
+        for region in regions:
+            more, region_busy = health_mod.fpga_problems(region)
+            problems += tuple(more)
+            busy = busy or region_busy
         return dataclasses.replace(
             observation, problems=observation.problems + problems,
             busy=busy)
@@ -167,15 +196,20 @@ class FpgaDriver(base.DiscoveryDriver):
 
     def region(self, address):
         """The :class:`sysfs.FpgaRegion` (region and manager paths) of the
-        FPGA ``address`` (its PF or one of its attach handles).
+        FPGA ``address``: the region on that very function (a region's VF,
+        or the PF of a one-region card), else the one region of the card
+        ``address`` belongs to.
 
-        Raises UnknownDevice unless the last discovery reported it.
+        Raises UnknownDevice unless the last discovery reported it, and
+        for the PF of a card with several regions.
         """
         pf = self._pf_of.get(address)
         if pf is not None:
-            for region in sysfs.fpga_regions(self.sysfs_root):
-                if region.address == pf:
-                    return region
+            card = [r for r in sysfs.fpga_regions(self.sysfs_root)
+                    if self._pf_of.get(r.address) == pf]
+            own = [r for r in card if r.address == address]
+            if own or len(card) == 1:
+                return (own or card)[0]
         raise exception.UnknownDevice(kind='FPGA', address=address)
 
     def loaded_function(self, address):

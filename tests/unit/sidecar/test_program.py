@@ -48,6 +48,9 @@ class FakeFpga:
     def refresh_device(self, address):
         return self.device(address)
 
+    def devices(self):
+        return [self.device(PF)]
+
     def program(self, address, path, driver_name=None):
         self.driver_names.append(driver_name)
         self.in_program.set()

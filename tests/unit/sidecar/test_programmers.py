@@ -85,6 +85,17 @@ class FpgaManagerTest(Base):
         other = os.path.join(self.root, 'class', 'fpga_manager', 'fpga1')
         self.assertEqual('', _read(os.path.join(other, 'firmware')))
 
+    def test_region_of_a_vf_without_its_own_manager(self):
+        # A card with several regions: the region on VF 5e:00.1 is loaded
+        # through its PF's manager.
+        vf = '0000:5e:00.1'
+        vf_dir = os.path.join(self.root, 'bus', 'pci', 'devices', vf)
+        os.makedirs(vf_dir)
+        os.symlink('../' + ADDRESS, os.path.join(vf_dir, 'physfn'))
+        self.programmer.program(vf, self.bitstream)
+        self.assertEqual('nova-cyborg-0000_5e_00.1.bin',
+                         _read(os.path.join(self.mgr, 'firmware')))
+
     def test_waits_for_operating(self):
         _write(os.path.join(self.mgr, 'state'), 'write\n')
         polls = []
