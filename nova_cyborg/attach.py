@@ -25,7 +25,11 @@ again, the allocation as before; the instance action's event says why.
 What was attached is kept in the instance's system metadata: the ARQs
 (``nova_cyborg_attached_arq_<n>`` = "<uuid> <profile>") and the allocation
 added (``nova_cyborg_attached_alloc_<n>`` = "<profile> <rp> <rc> <n>"), so
-that detach removes exactly that.
+that detach removes exactly that. The profile being attached is recorded
+(``nova_cyborg_attaching`` = "<version> <profile>") before the allocation
+changes and cleared once the attach is recorded or put back, so that a
+nova-compute that stops in between rolls it back at restart
+(:mod:`nova_cyborg.recovery`).
 """
 
 import contextlib
@@ -34,6 +38,7 @@ from nova.compute import vm_states
 from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
+from oslo_utils import excutils
 
 from nova_cyborg import allocations
 from nova_cyborg import client as nc_client
@@ -48,6 +53,9 @@ LOG = logging.getLogger(__name__)
 
 ATTACHED_PREFIX = move.ATTACHED_PREFIX
 ALLOC_PREFIX = rpc.ALLOC_PREFIX
+#: System metadata: "<version> <profile>" of the attach under way.
+ATTACHING_KEY = 'nova_cyborg_attaching'
+ATTACHING_VERSION = '1'
 
 
 @contextlib.contextmanager
@@ -112,6 +120,30 @@ def _forget(instance, profile):
                 if e.split(' ', 1)[0] != profile])
 
 
+def mark_attaching(instance, profile):
+    """Record the profile being attached, or clear it (``None``); not
+    saved."""
+    if profile is None:
+        instance.system_metadata.pop(ATTACHING_KEY, None)
+    else:
+        instance.system_metadata[ATTACHING_KEY] = '%s %s' % (
+            ATTACHING_VERSION, profile)
+
+
+def attaching(instance):
+    """The profile of the attach under way, or ``None``.
+
+    :raises: ValueError for a record of an unknown version.
+    """
+    value = instance.system_metadata.get(ATTACHING_KEY)
+    if value is None:
+        return None
+    version, _sep, profile = value.partition(' ')
+    if version != ATTACHING_VERSION or not profile:
+        raise ValueError('unknown attach record %r' % value)
+    return profile
+
+
 def _guest(manager, instance):
     return manager.driver._host.get_guest(instance)
 
@@ -145,6 +177,7 @@ def _restore(manager, context, instance, cyclient, dp_name, added, created):
                  cyclient.get_arqs_for_instance(instance.uuid)}
         move.unpark(manager.virtapi, context, instance, bound)
     _forget(instance, dp_name)
+    mark_attaching(instance, None)
     instance.save()
     allocations.remove(manager.reportclient, context, instance, added)
 
@@ -174,13 +207,23 @@ def _add(manager, context, instance, dp_name):
             'some; stop the server first'))
     node = objects.ComputeNode.get_by_host_and_nodename(
         context, instance.host, instance.node)
-    added, mapping = allocations.add(manager.reportclient, context,
-                                     instance, groups, node.uuid)
+    # Saved before the allocation changes: a nova-compute that stops
+    # before the attach is recorded (or put back) rolls it back at restart.
+    mark_attaching(instance, dp_name)
+    instance.save()
+    try:
+        added, mapping = allocations.add(manager.reportclient, context,
+                                         instance, groups, node.uuid)
+    except Exception:
+        with excutils.save_and_reraise_exception():
+            mark_attaching(instance, None)
+            instance.save()
     created = []
     try:
         arqs = _bind(manager, context, instance, cyclient, dp_name, mapping,
                      existing, created)
         _remember(instance, dp_name, [], added)
+        mark_attaching(instance, None)
         instance.save()
         if running:
             _refuse_mdevs(arqs)

@@ -24,8 +24,10 @@ server for good (every other action is refused while a task state is set).
 :func:`accelerator_action_interrupted` clears the task state after making
 the server's ARQs agree with what it records: a half-done attach is rolled
 back (the ARQs it created are deleted, those it parked bound again, the
-resources it added to the allocation taken out), a detach whose ARQs are
-already gone is completed (its records and allocation go).
+resources it added to the allocation taken out; its profile is known from
+the record nova_cyborg.attach saves before the allocation changes), a
+detach whose ARQs are already gone is completed (its records and
+allocation go).
 
 nova-compute serves no RPC while ``_init_instance`` runs, so no
 ``accelerator-request-bound`` event can reach it: the binding is awaited
@@ -41,6 +43,7 @@ from oslo_log import log as logging
 import nova.conf
 
 from nova_cyborg import allocations
+from nova_cyborg import attach as nc_attach
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import function_check
@@ -191,17 +194,31 @@ def _unaccounted(reportclient, context, instance, cyclient, rcs):
     return excess
 
 
+def _attaching(instance):
+    try:
+        return nc_attach.attaching(instance)
+    except ValueError as e:
+        LOG.warning('Ignoring the attach record: %s', e, instance=instance)
+        return None
+
+
 def _undo_attach(manager, context, instance):
     """Roll back an attach that did not record its allocation (the last
     step before a running guest gets the device): delete its ARQs, bind
     the parked ones again, take out of the allocation what no Bound ARQ
-    accounts for."""
+    accounts for. The profile is known from the attach record (saved
+    before the allocation changed) or from the ARQs recorded."""
     done = {entry.split(' ', 1)[0]
             for entry in move.entries(instance, rpc.ALLOC_PREFIX)}
     pending = [(u, p) for u, p in _attached(instance) if p not in done]
-    profiles = sorted({p for _u, p in pending})
+    profiles = {p for _u, p in pending}
+    profile = _attaching(instance)
+    if profile not in (None, *done):
+        profiles.add(profile)
+    profiles = sorted(profiles)
     move.retire(context, instance, [u for u, _p in pending])
     _forget(instance, profiles)
+    nc_attach.mark_attaching(instance, None)
     instance.save()
     cyclient = nc_client.get_client(context)
     if move.parked(instance):

@@ -53,6 +53,7 @@ class Control:
         for device in inventory.devices():
             names = {report.deployable_name(self._sidecar.conf.host, d)
                      for d in device.deployables}
+            names |= {d.name for d in device.deployables}
             if key == device.address or key in names:
                 return device
         try:
@@ -152,14 +153,21 @@ class Control:
             raise exception.InvalidArgument(
                 name='device', reason='%s is a %s, not an FPGA' % (
                     device.address, device.type))
-        domain, bus, slot, function = model.parse_bdf(device.address)
+        # A region of a card with several is programmed alone.
+        key = request.get('device')
+        target = next((d.name for d in device.deployables
+                       if len(device.deployables) > 1 and key in (
+                           d.name, report.deployable_name(
+                               self._sidecar.conf.host, d))),
+                      device.address)
+        domain, bus, slot, function = model.parse_bdf(target)
         drivers = sorted({d.driver_name for d in device.deployables
                           if d.driver_name})
         if len(drivers) != 1:
             raise exception.InvalidArgument(
                 name='device', reason='it has no single driver name')
         LOG.info('Programming %(dev)s with image %(image)s for an operator',
-                 {'dev': device.address, 'image': image})
+                 {'dev': target, 'image': image})
         self._sidecar.programs.fpga_program(
             {'cpid_type': 'PCI', 'cpid_info': {
                 'domain': domain, 'bus': bus, 'device': slot,

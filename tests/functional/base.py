@@ -203,7 +203,8 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                             vendors=None, function_ids=None, sidecar=True,
                             memory_gb=16, num_mdevcap=0, mdev_types=(),
                             drivers=('fpga',), program_lease=600,
-                            extra_config='', rpc_timeout=30):
+                            extra_config='', rpc_timeout=30,
+                            region_per_vf=False):
         """Start a simulated host with FPGAs, and its sidecar.
 
         :param vendors: vendor id of each PF's FPGA (default FPGA_VENDOR).
@@ -213,6 +214,8 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         :param num_mdevcap: mdev-capable GPUs (fakelibvirt's, ``nvidia-11``
             with 16 instances), reported by the ``gpu`` driver.
         :param memory_gb: host memory; the RAM weigher prefers more.
+        :param region_per_vf: each FPGA has a region on each of its VFs
+            (a card with several regions) instead of one on its PF.
         """
         num_pfs = num_pfs or self.NUM_PFS
         num_vfs = num_vfs or self.NUM_VFS
@@ -237,7 +240,8 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             elif f.physfn is None:
                 host.add_fpga(vendor_id=next(vendors), address=f.address,
                               num_vfs=len(f.virtfns),
-                              function_id=next(function_ids))
+                              function_id=next(function_ids),
+                              region_per_vf=region_per_vf)
         self.hosts[hostname] = host
         if sidecar:
             conn = self.computes[hostname].driver._host.get_connection()
@@ -307,10 +311,11 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                       .values() if f.region is not None)
 
     def handle_bdfs(self, hostname):
-        """PCI addresses of the VFs of a host's FPGAs."""
+        """PCI addresses of the VFs of a host's FPGAs (with a region on
+        each VF: those VFs)."""
         pfs = self.pf_bdfs(hostname)
         return {f.address for f in self.hosts[hostname].functions.values()
-                if f.physfn in pfs}
+                if f.physfn in pfs or (f.physfn and f.address in pfs)}
 
     def device_rp_uuids(self, hostname):
         """{deployable name: provider uuid} of a host's device providers."""

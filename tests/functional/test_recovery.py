@@ -25,6 +25,7 @@ from nova import objects  # noqa: E402
 
 from nova_cyborg import allocations as nc_allocations  # noqa: E402
 from nova_cyborg import attach as nc_attach  # noqa: E402
+from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import compute as nc_compute  # noqa: E402
 from nova_cyborg import rpc as nc_rpc  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
@@ -121,8 +122,8 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         self.plain = self._create_flavor(name='plain')
 
     def _die_once(self, module, name):
-        """The first call of ``module.name`` dies; returns an Event set
-        then."""
+        """The first call of ``module.name`` (a module's or a class's)
+        dies; returns an Event set then."""
         entered = threading.Event()
         real_task = nc_attach._task
         real = getattr(module, name)
@@ -144,6 +145,8 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         self.useFixture(fixtures.MonkeyPatch('nova_cyborg.attach._task',
                                              task))
         self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.%s' % (module.__module__, module.__qualname__, name)
+            if isinstance(module, type) else
             '%s.%s' % (module.__name__, name), die))
         return entered
 
@@ -177,6 +180,22 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         # server's allocation, and the action holds the server.
         waits.wait_until(lambda: self.cyborg.list_arqs(server['id']),
                          'the ARQ bound for the server')
+        self.assertEqual(1, self.device_usage())
+        self.assertEqual(nc_rpc.ADDING,
+                         self.api.get_server(server['id'])[
+                             'OS-EXT-STS:task_state'])
+        self._restart_and_check_plain(server)
+
+    def test_restart_before_the_arqs_exist_rolls_it_back(self):
+        """Dies creating the ARQs: the device is in the server's
+        allocation already, no ARQ is recorded (nor created)."""
+        server = self.boot(self.plain)
+        entered = self._die_once(nc_client.CyborgClient, 'create_arqs')
+        self.act(server, 'addAccelerator', self.dp)
+        waits.wait_until(entered.is_set, 'the ARQs to be created')
+        # Half done: the device is in the server's allocation, no ARQ is
+        # there to account for it, and the action holds the server.
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
         self.assertEqual(1, self.device_usage())
         self.assertEqual(nc_rpc.ADDING,
                          self.api.get_server(server['id'])[

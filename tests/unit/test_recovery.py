@@ -186,6 +186,7 @@ class ResizeMigratingTest(RecoveryTestBase):
 
 ATTACHED = move.ATTACHED_PREFIX
 ALLOC = 'nova_cyborg_attached_alloc_'
+ATTACHING = 'nova_cyborg_attaching'
 
 
 class AcceleratorActionInterruptedTest(RecoveryTestBase):
@@ -195,6 +196,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
     def setUp(self):
         super().setUp()
         self.assertEqual(ALLOC, recovery.rpc.ALLOC_PREFIX)
+        self.assertEqual(ATTACHING, recovery.nc_attach.ATTACHING_KEY)
         self.manager = mock.Mock()
         self.allocs = self.manager.reportclient.get_allocs_for_consumer
         self.remove = self.useFixture(fixtures.MockPatch(
@@ -233,6 +235,31 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.assertEqual({}, self.instance.system_metadata)
         self.assertIsNone(self.instance.task_state)
         self.save.assert_called()
+
+    def test_attach_before_its_arqs_is_rolled_back_from_its_record(self):
+        # Stopped after the allocation changed, before any ARQ recorded:
+        # only the attach record names the profile.
+        self.instance.system_metadata = {ATTACHING: '1 dp'}
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.allocs.return_value = {'allocations': {
+            uuids.dev_rp: {'resources': {'FPGA': 1}}}}
+        self._run(recovery.rpc.ADDING)
+        self.retire.assert_called_once_with(self.context, self.instance, [])
+        self.remove.assert_called_once_with(
+            self.manager.reportclient, self.context, self.instance,
+            {uuids.dev_rp: {'resources': {'FPGA': 1}}})
+        self.assertEqual({}, self.instance.system_metadata)
+        self.assertIsNone(self.instance.task_state)
+
+    def test_attach_record_of_unknown_version_is_ignored(self):
+        self.instance.system_metadata = {ATTACHING: '2 dp'}
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.allocs.return_value = {'allocations': {
+            uuids.dev_rp: {'resources': {'FPGA': 1}}}}
+        self._run(recovery.rpc.ADDING)
+        self.remove.assert_not_called()
+        self.assertEqual({}, self.instance.system_metadata)
+        self.assertIsNone(self.instance.task_state)
 
     def test_attach_with_recorded_allocation_is_kept(self):
         self.instance.system_metadata[ALLOC + '0'] = 'dp %s FPGA 1' % (

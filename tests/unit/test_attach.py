@@ -1,0 +1,86 @@
+"""The attach record of nova_cyborg.attach (what recovery rolls back)."""
+
+from unittest import mock
+
+import fixtures
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import objects
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import attach
+from nova_cyborg import client
+from nova_cyborg import exception
+
+KEY = 'nova_cyborg_attaching'
+
+
+class AttachingRecordTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+        self.cyclient = mock.create_autospec(client.CyborgClient,
+                                             instance=True)
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.useFixture(fixtures.MockPatch('nova_cyborg.client.get_client',
+                                           return_value=self.cyclient))
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.request_groups.get_device_profile_request_groups',
+            return_value=[mock.Mock(resources={'FPGA': 1})]))
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.ComputeNode.get_by_host_and_nodename',
+            return_value=mock.Mock(uuid=uuids.cn)))
+        self.instance = objects.Instance(
+            uuid=uuids.inst, vm_state=vm_states.STOPPED, host='host',
+            node='host', system_metadata={})
+        self.saved = []
+        self.useFixture(fixtures.MockPatchObject(
+            self.instance, 'save', side_effect=lambda **kw: self.saved.append(
+                dict(self.instance.system_metadata))))
+        self.add = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.add')).mock
+        self.manager = mock.Mock()
+
+    def test_record_is_saved_before_the_allocation_changes(self):
+        def add(*args):
+            self.assertEqual({KEY: '1 dp'}, self.saved[-1])
+            raise exception.AcceleratorAttachFailed(reason='no device')
+        self.add.side_effect = add
+        self.assertRaises(exception.AcceleratorAttachFailed, attach._add,
+                          self.manager, self.context, self.instance, 'dp')
+        self.add.assert_called_once()
+        # Nothing changed in the allocation: the record goes.
+        self.assertEqual({}, self.saved[-1])
+
+    def test_record_goes_with_the_attach_recorded(self):
+        self.add.return_value = (
+            {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
+        self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
+                                           return_value=[]))
+        attach._add(self.manager, self.context, self.instance, 'dp')
+        # Cleared in the same save that records the allocation added.
+        self.assertEqual({attach.ALLOC_PREFIX + '0': 'dp %s FPGA 1' % (
+            uuids.rp)}, self.saved[-1])
+
+    def test_failed_attach_clears_the_record(self):
+        self.add.return_value = (
+            {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.attach._bind',
+            side_effect=exception.CyborgError(op='create', msg='injected',
+                                              status=503)))
+        remove = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.remove')).mock
+        self.useFixture(fixtures.MockPatch('nova_cyborg.move.retire'))
+        self.assertRaises(exception.AcceleratorAttachFailed, attach._add,
+                          self.manager, self.context, self.instance, 'dp')
+        remove.assert_called_once()
+        self.assertEqual({}, self.saved[-1])
+
+    def test_unknown_version_is_refused(self):
+        self.instance.system_metadata[KEY] = '2 dp'
+        self.assertRaises(ValueError, attach.attaching, self.instance)
+        attach.mark_attaching(self.instance, 'my profile')
+        self.assertEqual('my profile', attach.attaching(self.instance))
