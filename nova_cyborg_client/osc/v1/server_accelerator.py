@@ -111,6 +111,18 @@ def _server(conn, name_or_id):
         raise _fail('Cannot find server %s' % name_or_id, e)
 
 
+def _act(conn, action, parsed_args, target, what):
+    """Run the server action ``action`` (sdk.add_accelerator or
+    sdk.remove_accelerator) on ``target``, waiting as the options ask; a
+    failure is a CommandError starting with ``what``."""
+    server = _server(conn, parsed_args.server)
+    try:
+        action(conn, server, target, wait=parsed_args.wait,
+               timeout=parsed_args.wait_timeout)
+    except sdk_exc.SDKException as e:
+        raise _fail(what, e)
+
+
 class AddServerAccelerator(command.Command):
     _description = ('Attach the accelerators of a Cyborg device profile to '
                     'a server (ACTIVE without accelerators, or SHUTOFF)')
@@ -125,16 +137,10 @@ class AddServerAccelerator(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conn = self.app.client_manager.nova_cyborg
-        server = _server(conn, parsed_args.server)
-        what = 'Cannot add the accelerators of device profile %s to ' \
-            'server %s' % (parsed_args.device_profile, parsed_args.server)
-        try:
-            sdk.add_accelerator(conn, server, parsed_args.device_profile,
-                                wait=parsed_args.wait,
-                                timeout=parsed_args.wait_timeout)
-        except sdk_exc.SDKException as e:
-            raise _fail(what, e)
+        _act(self.app.client_manager.nova_cyborg, sdk.add_accelerator,
+             parsed_args, parsed_args.device_profile,
+             'Cannot add the accelerators of device profile %s to server %s'
+             % (parsed_args.device_profile, parsed_args.server))
 
 
 class RemoveServerAccelerator(command.Command):
@@ -156,16 +162,10 @@ class RemoveServerAccelerator(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conn = self.app.client_manager.nova_cyborg
-        server = _server(conn, parsed_args.server)
-        what = 'Cannot remove accelerator %s from server %s' % (
-            parsed_args.accelerator, parsed_args.server)
-        try:
-            sdk.remove_accelerator(conn, server, parsed_args.accelerator,
-                                   wait=parsed_args.wait,
-                                   timeout=parsed_args.wait_timeout)
-        except sdk_exc.SDKException as e:
-            raise _fail(what, e)
+        _act(self.app.client_manager.nova_cyborg, sdk.remove_accelerator,
+             parsed_args, parsed_args.accelerator,
+             'Cannot remove accelerator %s from server %s'
+             % (parsed_args.accelerator, parsed_args.server))
 
 
 class ListServerAccelerator(command.Lister):
