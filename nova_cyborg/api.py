@@ -17,10 +17,10 @@ a host it needs does not report that it runs nova-cyborg
 import inspect
 
 from nova_cyborg import capability
+from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
-from nova_cyborg import request_groups
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
@@ -71,6 +71,8 @@ def check_hosts(context, func, instance, *args, **kwargs):
 
     :raises: ComputeNotServing (HTTP 409) naming the host and why.
     """
+    if not move.has_accelerators(instance):
+        return
     arguments = inspect.signature(func).bind(
         None, context, instance, *args, **kwargs).arguments
     capability.check_hosts(context, func.__name__, instance, arguments)
@@ -90,6 +92,6 @@ def check_new_flavor(context, flavor):
     if not dp_name:
         return
     try:
-        request_groups.get_device_profile_request_groups(context, dp_name)
+        nc_client.get_device_profile_request_groups(context, dp_name)
     except (exception.DeviceProfileError, exception.CyborgError) as e:
         raise exception.OperationRefused(reason=e.format_message())

@@ -46,7 +46,6 @@ from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
 from nova_cyborg.objects import accelerator_request as arq_obj
-from nova_cyborg import request_groups
 from nova_cyborg import rpc
 from nova_cyborg.virt import libvirt as nc_libvirt
 
@@ -198,8 +197,7 @@ def _add(manager, context, instance, dp_name):
         raise exception.AcceleratorAttachFailed(reason=_(
             'the accelerators of device profile %s are attached already')
             % dp_name)
-    groups = request_groups.get_device_profile_request_groups(context,
-                                                              dp_name)
+    groups = nc_client.get_device_profile_request_groups(context, dp_name)
     cyclient = nc_client.get_client(context)
     running = instance.vm_state == vm_states.ACTIVE
     existing = cyclient.get_arqs_for_instance(instance.uuid)

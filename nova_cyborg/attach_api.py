@@ -47,10 +47,10 @@ from nova import exception as nova_exception
 from nova import objects
 from webob import exc
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg import move
 from nova_cyborg import policies
 from nova_cyborg import request_groups
 from nova_cyborg import rpc
@@ -112,12 +112,11 @@ def check_recordable(dp_name, groups):
 def _server_count(context, instance):
     """Accelerators the server has: its flavor's profile and attached."""
     total = 0
-    dp_name = instance.flavor.extra_specs.get(move.DP_EXTRA_SPEC)
+    dp_name = instance.flavor.extra_specs.get(bookkeeping.DP_EXTRA_SPEC)
     if dp_name:
         total += request_groups.count(
-            request_groups.get_device_profile_request_groups(context,
-                                                             dp_name))
-    for entry in move.entries(instance, rpc.ALLOC_PREFIX):
+            nc_client.get_device_profile_request_groups(context, dp_name))
+    for entry in bookkeeping.entries(instance, rpc.ALLOC_PREFIX):
         total += int(entry.rsplit(' ', 1)[1])
     return total
 
@@ -139,12 +138,12 @@ class AcceleratorAPI(object):
     @compute.check_instance_state(vm_state=[vm_states.ACTIVE,
                                             vm_states.STOPPED])
     def add(self, context, instance, dp_name):
-        if dp_name in move.attached_profiles(instance):
+        if dp_name in bookkeeping.attached_profiles(instance):
             raise exception.OperationRefused(reason=_(
                 'The accelerators of device profile %s are attached '
                 'already.') % dp_name)
         # Raises DeviceProfileError for an unknown or malformed profile.
-        groups = request_groups.get_device_profile_request_groups(
+        groups = nc_client.get_device_profile_request_groups(
             context, dp_name)
         check_recordable(dp_name, groups)
         request_groups.check_limit(dp_name, request_groups.count(groups),
@@ -161,7 +160,7 @@ class AcceleratorAPI(object):
     @compute.check_instance_state(vm_state=[vm_states.ACTIVE,
                                             vm_states.STOPPED])
     def remove(self, context, instance, dp_name):
-        if dp_name not in move.attached_profiles(instance):
+        if dp_name not in bookkeeping.attached_profiles(instance):
             raise exception.OperationRefused(reason=_(
                 'No accelerator of device profile %s is attached to the '
                 'server.') % dp_name)

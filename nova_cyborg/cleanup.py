@@ -19,9 +19,9 @@ from oslo_log import log as logging
 
 import nova.conf
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
-from nova_cyborg import move
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -30,14 +30,16 @@ CONF = nova.conf.CONF
 def _unbound_arqs(instance):
     """ARQs of the instance that carry no instance UUID in Cyborg: parked
     during a resize, or retired after a failed deletion."""
-    return ([arq_uuid for arq_uuid, _rp, _host in move.parked(instance)] +
-            move.entries(instance, move.RETIRED_PREFIX))
+    return ([arq_uuid for arq_uuid, _rp, _host
+             in bookkeeping.parked(instance)] +
+            bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
 
 
 def _may_have_arqs(instance):
     """False only if the instance is known to have no ARQs."""
     try:
-        return move.has_accelerators(instance) or bool(_unbound_arqs(instance))
+        return (bookkeeping.has_accelerators(instance) or
+                bool(_unbound_arqs(instance)))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
         LOG.debug('Cannot read the flavor of deleted instance: %s; '
                   'asking Cyborg anyway', e, instance=instance)
@@ -54,7 +56,7 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
     upstream.
     """
     cyclient = None
-    if move.has_accelerators(instance):
+    if bookkeeping.has_accelerators(instance):
         cyclient = nc_client.get_client(context)
         try:
             cyclient.delete_arqs_for_instance(instance.uuid)
@@ -101,7 +103,7 @@ def delete_arqs_of_deleting_instance(context, instance):
     server without a guest. Never raises.
     """
     try:
-        if move.has_accelerators(instance):
+        if bookkeeping.has_accelerators(instance):
             nc_client.get_client(context).delete_arqs_for_instance(
                 instance.uuid)
         unbound = _unbound_arqs(instance)

@@ -37,7 +37,6 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
-from nova_cyborg import request_groups
 from nova_cyborg import rpc
 
 LOG = logging.getLogger(__name__)
@@ -88,8 +87,7 @@ def _claim(context, reportclient, instance, tree_uuid, profile):
     :raises: AcceleratorAttachFailed (no free device), CyborgError or
         Nova's DeviceProfileError (the profile is gone).
     """
-    groups = request_groups.get_device_profile_request_groups(context,
-                                                              profile)
+    groups = nc_client.get_device_profile_request_groups(context, profile)
     return allocations.add(reportclient, context, instance, groups,
                            tree_uuid)
 

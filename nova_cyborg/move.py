@@ -30,47 +30,26 @@ from nova.compute import vm_states
 from nova import exception as nova_exception
 from oslo_log import log as logging
 
+# The bookkeeping moved to nova_cyborg.bookkeeping; its names stay
+# reachable here for the modules that still use them through move.
+from nova_cyborg.bookkeeping import ATTACHED_PREFIX  # noqa: F401
+from nova_cyborg.bookkeeping import attached_profiles  # noqa: F401
+from nova_cyborg.bookkeeping import DP_EXTRA_SPEC  # noqa: F401
+from nova_cyborg.bookkeeping import entries
+from nova_cyborg.bookkeeping import flavor_profile as _profile
+from nova_cyborg.bookkeeping import has_accelerators
+from nova_cyborg.bookkeeping import hostnames as _hostnames
+from nova_cyborg.bookkeeping import on_host
+from nova_cyborg.bookkeeping import parked
+from nova_cyborg.bookkeeping import PARKED_PREFIX  # noqa: F401
+from nova_cyborg.bookkeeping import RETIRED_PREFIX
+from nova_cyborg.bookkeeping import store
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg import request_groups
 
 LOG = logging.getLogger(__name__)
-
-DP_EXTRA_SPEC = 'accel:device_profile'
-#: System metadata: ``<prefix><n>`` holds the n-th entry of a list.
-PARKED_PREFIX = 'nova_cyborg_parked_arq_'
-RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
-#: "<arq uuid> <device profile>" of the ARQs that nova_cyborg.attach added.
-ATTACHED_PREFIX = 'nova_cyborg_attached_arq_'
-
-
-def _profile(flavor):
-    return flavor.extra_specs.get(DP_EXTRA_SPEC) if flavor else None
-
-
-def entries(instance, prefix):
-    """The list kept in system metadata as ``<prefix><n>`` keys."""
-    meta = instance.system_metadata
-    keys = sorted((k for k in meta if k.startswith(prefix)),
-                  key=lambda k: int(k[len(prefix):]))
-    return [meta[k] for k in keys]
-
-
-def store(instance, prefix, values):
-    """Replace the list kept as ``<prefix><n>`` keys (not saved)."""
-    meta = instance.system_metadata
-    for key in [k for k in meta if k.startswith(prefix)]:
-        del meta[key]
-    for index, entry in enumerate(values):
-        meta['%s%d' % (prefix, index)] = entry
-
-
-def parked(instance):
-    """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs."""
-    return [tuple(entry.split(' ', 2))
-            for entry in entries(instance, PARKED_PREFIX)]
 
 
 def remember_retired(instance, arq_uuids):
@@ -101,33 +80,6 @@ def retire(context, instance, arq_uuids):
              instance=instance)
     store(instance, RETIRED_PREFIX, [])
     instance.save()
-
-
-def attached_profiles(instance):
-    """The device profiles attached with addAccelerator (nova_cyborg.attach).
-    """
-    return sorted({entry.split(' ', 1)[1]
-                   for entry in entries(instance, ATTACHED_PREFIX)})
-
-
-def has_accelerators(instance):
-    """True if ARQs may be bound to the instance: its flavor names a
-    device profile, or accelerators were attached with addAccelerator."""
-    return bool(_profile(instance.flavor) or
-                entries(instance, ATTACHED_PREFIX))
-
-
-def _hostnames(instance):
-    """The names Cyborg may know the instance's current host by: ARQs
-    are bound with the compute node's name (the conductor, a move) or the
-    service's host name."""
-    return {name for name in (instance.host, instance.node) if name}
-
-
-def on_host(instance, arqs):
-    """The ARQs of ``arqs`` bound to the host the instance is on now."""
-    here = _hostnames(instance)
-    return [arq for arq in arqs if arq.get('hostname') in here]
 
 
 def instance_arqs(context, instance):
@@ -169,7 +121,7 @@ def add_profile_groups(context, request_spec, flavor):
     if not dp_name:
         return
     request_spec.requested_resources.extend(
-        request_groups.get_device_profile_request_groups(context, dp_name))
+        nc_client.get_device_profile_request_groups(context, dp_name))
 
 
 def bind_and_wait(virtapi, context, instance, bindings):

@@ -49,7 +49,6 @@ from nova_cyborg import compute as nc_compute
 from nova_cyborg import function_check
 from nova_cyborg import heal
 from nova_cyborg import move
-from nova_cyborg import request_groups
 from nova_cyborg import rpc
 
 LOG = logging.getLogger(__name__)
@@ -226,7 +225,7 @@ def _undo_attach(manager, context, instance):
         _unpark(context, instance,
                 cyclient.get_arqs_for_instance(instance.uuid))
     rcs = {rc for name in profiles for group in
-           request_groups.get_device_profile_request_groups(context, name)
+           nc_client.get_device_profile_request_groups(context, name)
            for rc in group.resources}
     excess = _unaccounted(manager.reportclient, context, instance, cyclient,
                           rcs)

@@ -46,14 +46,6 @@ def requester_id(group_index, owner=None):
     return '%s%s%s' % (REQUESTER_PREFIX, group_index, owner or '')
 
 
-def get_device_profile_request_groups(context, dp_name, owner=None):
-    """Fetch the profile from Cyborg and return its request groups."""
-    # Imported here: client imports this module.
-    from nova_cyborg import client
-    groups = client.get_client(context).get_device_profile_groups(dp_name)
-    return build_request_groups(groups, owner, dp_name=dp_name)
-
-
 def _is_resource_class(name):
     return (name in os_resource_classes.STANDARDS or
             bool(_CUSTOM_NAME.match(name)))

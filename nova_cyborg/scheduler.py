@@ -5,6 +5,8 @@ upstream claims ``host.allocation_candidates[0]`` only. For a multi-create
 request whose accelerators sit on several nested providers of one host, that
 first candidate is already used by the previous server of the request, so
 upstream fails with NoValidHost (bug 1874664) although the host has room.
+A request without accelerators is claimed as upstream: the first candidate
+only.
 """
 
 from oslo_log import log as logging
@@ -12,9 +14,23 @@ from oslo_log import log as logging
 from nova.scheduler import utils as scheduler_utils
 
 from nova_cyborg import conf
+from nova_cyborg.request_groups import REQUESTER_PREFIX
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+
+
+def requests_accelerators(spec_obj):
+    """Whether the request asks for accelerators: its flavor names a device
+    profile, or a port's device profile added request groups."""
+    flavor = getattr(spec_obj, 'flavor', None)
+    if flavor is not None and (flavor.extra_specs or {}).get(DP_EXTRA_SPEC):
+        return True
+    groups = getattr(spec_obj, 'requested_resources', None) or []
+    return any((group.requester_id or '').startswith(REQUESTER_PREFIX)
+               for group in groups)
 
 
 def claim(context, placement_client, spec_obj, instance_uuid, candidates,
@@ -22,11 +38,13 @@ def claim(context, placement_client, spec_obj, instance_uuid, candidates,
     """Claim the first of a host's allocation candidates that Placement takes.
 
     Tries at most ``[nova_cyborg] claim_candidates_per_host`` candidates, in
-    order.
+    order, for a request with accelerators; only the first for any other,
+    as upstream.
 
     :returns: the claimed allocation request, or None.
     """
-    limit = CONF.nova_cyborg.claim_candidates_per_host
+    limit = (CONF.nova_cyborg.claim_candidates_per_host
+             if requests_accelerators(spec_obj) else 1)
     for number, alloc_req in enumerate(candidates[:limit], 1):
         if scheduler_utils.claim_resources(
                 context, placement_client, spec_obj, instance_uuid,

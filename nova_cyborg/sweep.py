@@ -29,9 +29,9 @@ from nova import objects
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
-from nova_cyborg import move
 
 LOG = logging.getLogger(__name__)
 
@@ -42,9 +42,9 @@ BATCH = 200
 def _may_have_arqs(instance):
     """False only if the deleted server is known to have had no ARQs."""
     try:
-        return bool(move.has_accelerators(instance) or
-                    move.parked(instance) or
-                    move.entries(instance, move.RETIRED_PREFIX))
+        return bool(bookkeeping.has_accelerators(instance) or
+                    bookkeeping.parked(instance) or
+                    bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
         LOG.debug('Cannot read the flavor of deleted instance %s: %s; '
                   'asking Cyborg anyway', instance.uuid, e)
@@ -53,8 +53,9 @@ def _may_have_arqs(instance):
 
 def _unbound(instance):
     try:
-        return ([arq_uuid for arq_uuid, _rp, _host in move.parked(instance)]
-                + move.entries(instance, move.RETIRED_PREFIX))
+        return ([arq_uuid for arq_uuid, _rp, _host
+                 in bookkeeping.parked(instance)]
+                + bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
     except Exception:  # noqa: B902 (a deleted row may not load)
         return []
 

@@ -92,11 +92,18 @@ def read_lines(target, rel):
 class Evaluation(object):
     """The series checked against a tree, patch by patch.
 
-    The patches are walked in series order (reverse order when reverting)
-    over an in-memory copy of the files they touch. A patch whose
-    "to do" direction applies exactly is applied to that copy, so
-    ``contents`` ends up holding the tree as it would be after the
-    operation; ``originals`` holds the files as they are on disk.
+    Several patches may change one file: they apply in series order, each
+    on the text the previous one left (its line numbers count from there).
+    So for a file changed by patches p1..pn the only states a tree can be
+    in are "p1..pk applied" for some k. Each k is tried on the file as it
+    is on disk: reverting pk..p1 must give the pristine text and applying
+    p(k+1)..pn the fully patched one, every hunk matching exactly. Exactly
+    one k may fit; none is a conflict (a modified or other Nova file),
+    several is a conflict too (a patch that applies in both directions).
+
+    ``contents`` holds each file as it would be after the operation (the
+    fully patched text, or the pristine text when reverting);
+    ``originals`` holds the files as they are on disk.
     """
 
     def __init__(self, target, patches, revert=False):
@@ -104,45 +111,29 @@ class Evaluation(object):
         self.revert = revert
         self.originals = {}
         self.contents = {}
-        self.results = {}
-        for patch in (reversed(patches) if revert else patches):
-            self.results[patch.name] = self._evaluate(patch)
+        chains = {}
+        for patch in patches:
+            for fp in patch.files:
+                chains.setdefault(fp.target(STRIP), []).append((patch, fp))
+        verdicts = dict((patch.name, []) for patch in patches)
+        for rel, chain in sorted(chains.items()):
+            lines = self._read(rel)
+            judged, pristine, patched = judge_file(rel, lines, chain)
+            for (patch, _fp), verdict in zip(chain, judged):
+                verdicts[patch.name].append((rel,) + verdict)
+            if pristine is not None:
+                self.contents[rel] = pristine if revert else patched
+        self.results = dict((patch.name, _combine(patch, verdicts[patch.name]))
+                            for patch in patches)
         self.ordered = [self.results[p.name] for p in patches]
 
-    def _lines(self, rel):
-        if rel not in self.contents:
-            try:
-                self.originals[rel] = read_lines(self.target, rel)
-            except OSError as exc:
-                raise SeriesError('cannot read %s: %s' % (rel, exc))
-            self.contents[rel] = self.originals[rel]
-        return self.contents[rel]
-
-    def _try(self, patch, reverse):
-        new, error = {}, None
-        for fp in patch.files:
-            rel = fp.target(STRIP)
-            lines = new.get(rel, self._lines(rel))
-            try:
-                new[rel] = _unidiff.apply_hunks(lines, fp, reverse=reverse)
-            except _unidiff.HunkMismatch as exc:
-                states = _unidiff.hunk_states(lines, fp)
-                error = '%s [hunks: %s]' % (exc, ', '.join(
-                    '#%d %s' % (n, s) for n, s in enumerate(states, 1)))
-                return None, error
-        return new, None
-
-    def _evaluate(self, patch):
-        forward, error = self._try(patch, reverse=False)
-        backward, _error = self._try(patch, reverse=True)
-        if forward is not None and backward is not None:
-            return Result(patch, CONFLICT, 'applies in both directions')
-        if forward is None and backward is None:
-            return Result(patch, CONFLICT, error)
-        todo = backward if self.revert else forward
-        if todo is not None:
-            self.contents.update(todo)
-        return Result(patch, APPLIED if backward is not None else APPLICABLE)
+    def _read(self, rel):
+        try:
+            lines = read_lines(self.target, rel)
+        except OSError as exc:
+            raise SeriesError('cannot read %s: %s' % (rel, exc))
+        self.originals[rel] = self.contents[rel] = lines
+        return lines
 
     def state(self):
         statuses = set(r.status for r in self.ordered)
@@ -157,6 +148,97 @@ class Evaluation(object):
     def changed(self):
         return sorted(rel for rel, lines in self.contents.items()
                       if lines != self.originals[rel])
+
+
+def _combine(patch, verdicts):
+    """One patch's Result from its (file, status, detail) verdicts."""
+    conflicts = ['%s' % detail for _rel, status, detail in verdicts
+                 if status == CONFLICT]
+    if conflicts:
+        return Result(patch, CONFLICT, '; '.join(conflicts))
+    statuses = set(status for _rel, status, _detail in verdicts)
+    if len(statuses) == 1:
+        return Result(patch, statuses.pop())
+    return Result(patch, CONFLICT, 'applied to %s but not to %s' % (
+        ', '.join(rel for rel, status, _d in verdicts if status == APPLIED),
+        ', '.join(rel for rel, status, _d in verdicts
+                  if status == APPLICABLE)))
+
+
+def _walk(lines, steps, reverse):
+    """Apply (patch, file patch) steps in turn, stopping at a mismatch.
+
+    Returns (lines, steps done, hunks that matched, mismatch detail or
+    None).
+    """
+    hunks = 0
+    for done, (_patch, fp) in enumerate(steps):
+        try:
+            lines = _unidiff.apply_hunks(lines, fp, reverse=reverse)
+        except _unidiff.HunkMismatch as exc:
+            states = _unidiff.hunk_states(lines, fp)
+            return lines, done, hunks + exc.number - 1, '%s [hunks: %s]' % (
+                exc, ', '.join('#%d %s' % (n, s)
+                               for n, s in enumerate(states, 1)))
+        hunks += len(fp.hunks)
+    return lines, len(steps), hunks, None
+
+
+def judge_file(rel, lines, chain):
+    """Judge one file changed by the (patch, file patch) steps of chain.
+
+    Returns ([(status, detail)] parallel to chain, pristine lines, fully
+    patched lines); both texts are None if the file is in conflict.
+    """
+    count = len(chain)
+    fits, walks = [], []
+    for k in range(count + 1):
+        pristine, back, back_hunks, back_error = _walk(
+            lines, list(reversed(chain[:k])), reverse=True)
+        patched, ahead, ahead_hunks, ahead_error = _walk(
+            lines, chain[k:], reverse=False)
+        if back_error is None and ahead_error is None:
+            fits.append((k, pristine, patched))
+        walks.append((back_hunks + ahead_hunks, -k, k, back, back_error,
+                      ahead, ahead_error))
+    if len(fits) == 1:
+        k, pristine, patched = fits[0]
+        return ([(APPLIED, '')] * k + [(APPLICABLE, '')] * (count - k),
+                pristine, patched)
+    if fits:
+        low, high = fits[0][0], fits[-1][0]
+        return ([(APPLIED, '')] * low +
+                [(CONFLICT, '%s: applies in both directions' % rel)] *
+                (high - low) + [(APPLICABLE, '')] * (count - high),
+                None, None)
+    # No k fits: explain with the k under which most hunks matched (the
+    # fewest patches applied on a tie).
+    return _explain(rel, count, *max(walks)[2:]), None, None
+
+
+def _explain(rel, count, k, back, back_error, ahead, ahead_error):
+    """Verdicts for a conflicting file, assuming its first k steps applied.
+
+    Reverting steps k-1..0 stopped after ``back`` of them (at a mismatch
+    if back_error); applying steps k..count-1 stopped after ``ahead``.
+    """
+    verdicts = []
+    for i in range(count):
+        if i < k - back - 1:
+            verdicts.append((CONFLICT, '%s: comes before a conflicting patch'
+                             % rel))
+        elif i == k - back - 1:
+            verdicts.append((CONFLICT, back_error))
+        elif i < k:
+            verdicts.append((APPLIED, ''))
+        elif i < k + ahead:
+            verdicts.append((APPLICABLE, ''))
+        elif i == k + ahead and ahead_error is not None:
+            verdicts.append((CONFLICT, ahead_error))
+        else:
+            verdicts.append((CONFLICT, '%s: comes after a conflicting patch'
+                             % rel))
+    return verdicts
 
 
 def _stage(path, lines):

@@ -116,8 +116,9 @@ def series_dir(patches_dir, version):
 
 
 def _report(evaluation, out):
+    width = max(len(r.patch.name) for r in evaluation.ordered)
     for result in evaluation.ordered:
-        line = '  %-45s %s' % (result.patch.name, result.status)
+        line = '  %-*s %s' % (width, result.patch.name, result.status)
         if result.detail:
             line += ': %s' % result.detail
         out.write(line + '\n')

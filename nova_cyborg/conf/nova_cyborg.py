@@ -84,7 +84,8 @@ Related options:
         default=16,
         min=1,
         help="""
-How many allocation candidates of one host nova-scheduler tries to claim.
+How many allocation candidates of one host nova-scheduler tries to claim
+for a server with accelerators.
 
 Upstream nova-scheduler claims only a host's first allocation candidate.
 When accelerators sit on several nested providers of one host, each holding
@@ -92,7 +93,8 @@ part of the total, the servers of a multi-create request (``--min/--max``)
 all get that same first candidate and every one after the first fails with
 NoValidHost (upstream bug 1874664). nova-cyborg tries the host's next
 candidates, up to this many, before moving to the next host. 1 keeps
-upstream's behaviour.
+upstream's behaviour. A server without accelerators always gets upstream's
+behaviour.
 """),
     cfg.FloatOpt(
         'function_affinity_weight_multiplier',

@@ -1,14 +1,18 @@
 """Accelerators in the libvirt driver.
 
-Nova's ``LibvirtDriver`` is patched to call these functions where upstream
-reads ``accel_info`` itself:
+Nova's ``LibvirtDriver`` is patched to call these functions, through
+nova_cyborg.hooks.libvirt, where upstream reads ``accel_info`` itself:
 
 * ``_get_guest_config``: :func:`pci_arqs` replaces the filtering of
   ``accel_info`` by ``attach_handle_type``;
 * ``_guest_add_accel_pci_devices``: :func:`add_pci_hostdevs`;
 * ``_allocate_cyborg_mdevs``: :func:`allocate_mdevs`;
-* ``rescue`` and ``resume_state_on_host_boot``, which upstream rebuilds
-  without the accelerators: :func:`accel_info_for`.
+* ``suspend`` and ``resume``: :func:`detach_pci_hostdevs` and
+  :func:`attach_pci_hostdevs`.
+
+This module only takes data: the ARQs are read from Cyborg by the hook
+(nova_cyborg.hooks.libvirt.accel_info, through nova_cyborg.move), never
+here.
 
 Each function validates the whole of ``accel_info`` before it acts, so an ARQ
 with a hostile or unsupported attach handle fails the operation with
@@ -24,7 +28,6 @@ from nova.virt.libvirt import utils as libvirt_utils
 
 from nova_cyborg import attach_handle
 from nova_cyborg import exception
-from nova_cyborg import move
 from nova_cyborg.objects import accelerator_request as arq_obj
 
 LOG = logging.getLogger(__name__)
@@ -47,23 +50,6 @@ def validated(accel_info):
     :raises: InvalidAttachHandle
     """
     return _validate(accel_info)
-
-
-def accel_info_for(context, instance):
-    """The instance's ARQs, for the paths that rebuild its guest unasked.
-
-    Upstream's ``rescue``, ``resume_state_on_host_boot`` (a hard reboot
-    after the host rebooted), ``finish_migration`` and
-    ``finish_revert_migration`` regenerate the domain XML without
-    ``accel_info``, so the server loses its device. They call this instead.
-    ``context`` may be a service's own admin context: the client then calls
-    Cyborg as the service user.
-
-    :returns: the ARQs bound to the host the instance is on now (see
-        :func:`nova_cyborg.move.instance_arqs`; those bound to another host
-        are left out), or [] for a flavor without a device profile.
-    """
-    return move.instance_arqs(context, instance)
 
 
 def pci_arqs(instance, accel_info):

@@ -9,7 +9,7 @@ server's Placement allocation. Failures leave everything as it was.
 """
 
 # Nova picks its threading mode when the base is imported: first.
-from tests.functional import base  # noqa: I100
+from tests.functional import attach_base  # noqa: I100
 
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
@@ -17,19 +17,16 @@ from oslo_concurrency import lockutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
+from tests.functional import base  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 
-PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+PROFILE = attach_base.PROFILE
 
 
-class AttachTest(base.AcceleratorTestBase):
-
-    NUM_VFS = 3
+class AttachTest(attach_base.AttachTestBase):
 
     def setUp(self):
         super().setUp()
-        self.start_accel_compute('compute1')
-        self.dp, self.accel_flavor = self.create_profile_flavor(PROFILE)
         self.plain = self._create_flavor(name='plain')
 
     # Helpers
@@ -46,15 +43,12 @@ class AttachTest(base.AcceleratorTestBase):
         return str(ex)
 
     def event(self, server, action, result):
-        method = {'addAccelerator': 'compute_add_accelerator',
-                  'removeAccelerator': 'compute_remove_accelerator'}[action]
-        return self._wait_for_instance_action_event(server, action, method,
-                                                    result)
+        return self._wait_for_instance_action_event(
+            server, action, attach_base.ACTION_EVENTS[action], result)
 
     def last_event(self, server, action):
         """The event of the newest ``action`` once it has a result."""
-        method = {'addAccelerator': 'compute_add_accelerator',
-                  'removeAccelerator': 'compute_remove_accelerator'}[action]
+        method = attach_base.ACTION_EVENTS[action]
 
         def done():
             newest = [a for a in self.admin_api.get_instance_actions(
@@ -269,7 +263,7 @@ class AttachTest(base.AcceleratorTestBase):
         self.assertEqual([flavor_arq['uuid']], [a['uuid'] for a in arqs])
 
 
-class MdevAttachTest(base.AcceleratorTestBase):
+class MdevAttachTest(attach_base.AttachSteps, base.AcceleratorTestBase):
     """A mediated device goes in and out of a stopped guest only."""
 
     def test_mdev_is_not_removed_from_a_running_guest(self):
@@ -279,9 +273,7 @@ class MdevAttachTest(base.AcceleratorTestBase):
         server = self.boot(self._create_flavor(name='plain'))
         self._stop_server(server)
         body = {'device_profile': 'vgpu'}
-        self.api.post_server_action(server['id'], {'addAccelerator': body})
-        self._wait_for_instance_action_event(
-            server, 'addAccelerator', 'compute_add_accelerator', 'Success')
+        self.accelerator_action(self.api, server, 'addAccelerator', 'vgpu')
         self._start_server(server)
         (arq,) = self.cyborg.list_arqs(server['id'])
         self.assertEqual(('Bound', 'MDEV'),
@@ -295,10 +287,7 @@ class MdevAttachTest(base.AcceleratorTestBase):
         self.assertEqual([arq], self.cyborg.list_arqs(server['id']))
         # Stopped, it goes.
         self._stop_server(server)
-        self.api.post_server_action(server['id'], {'removeAccelerator': body})
-        self._wait_for_instance_action_event(
-            server, 'removeAccelerator', 'compute_remove_accelerator',
-            'Success')
+        self.accelerator_action(self.api, server, 'removeAccelerator', 'vgpu')
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
 
 

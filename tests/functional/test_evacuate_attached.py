@@ -13,97 +13,36 @@ an instance action event in error names the profile that was dropped.
 """
 
 # Nova picks its threading mode when the base is imported: first.
-from tests.functional import base  # noqa: I100
+from tests.functional import attach_base  # noqa: I100
 
-import contextlib  # noqa: E402
-
-import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
 
 from nova_cyborg import evacuate  # noqa: E402
-from tests.functional.harness import identity  # noqa: E402
-
-PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
-OWNER_PROJECT = identity.OWNER[1]
 
 
-class EvacuateAttachedTest(base.AcceleratorTestBase):
+class EvacuateAttachedTest(attach_base.AttachTestBase):
 
-    NUM_VFS = 3
     #: Each test is a server's life of many steps.
     TIMEOUT_SCALING_FACTOR = 4
 
     def setUp(self):
         super().setUp()
-        self.start_accel_compute('compute1')
-        self.dp, self.accel_flavor = self.create_profile_flavor(PROFILE)
         self.plain = self._create_flavor(name='plain')
-        self.cyborg.create_device_profile('extra', PROFILE)
-        # The harness writes no disks: nothing to copy or move aside.
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver._get_instance_disk_info',
-            return_value=[]))
+        self.cyborg.create_device_profile('extra', attach_base.PROFILE)
+        self.without_disks()
 
     # Steps
 
     def owner_attaches(self, server, dp, stopped):
-        with self.acting(self.owner_api):
-            if stopped:
+        if stopped:
+            with self.acting(self.owner_api):
                 self._stop_server(server)
-            self.owner_api.post_server_action(
-                server['id'], {'addAccelerator': {'device_profile': dp}})
-            self._wait_for_instance_action_event(
-                server, 'addAccelerator', 'compute_add_accelerator',
-                'Success')
-            if stopped:
+        self.accelerator_action(self.owner_api, server, 'addAccelerator', dp)
+        if stopped:
+            with self.acting(self.owner_api):
                 self._start_server(server)
 
-    def admin_evacuates(self, server, to_host):
-        """compute1 fails; the cloud admin evacuates; the owner starts the
-        server (since 2.95 it stays stopped on its new host)."""
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
-        self.computes['compute1'].stop()
-        self.admin_api.put_service(service['id'], {'forced_down': 'true'})
-        with self.acting(self.cloud_admin_api):
-            self._evacuate_server(server, expected_host=to_host)
-        with self.acting(self.owner_api):
-            self._start_server(server)
-        return service
-
-    def old_host_comes_back(self, service):
-        self.computes['compute1'].start()
-        self.admin_api.put_service(service['id'], {'forced_down': 'false'})
-        self._wait_for_assert(
-            lambda: self.assert_host_free('compute1'), max_retries=40)
-
-    @contextlib.contextmanager
-    def acting(self, api):
-        """Nova's helpers act (and wait) with ``api`` meanwhile."""
-        saved = self.api, self.admin_api
-        self.api = api
-        if api is self.cloud_admin_api:
-            self.admin_api = api
-        try:
-            yield
-        finally:
-            self.api, self.admin_api = saved
-
     # What the owner and the operator check
-
-    def assert_owner_has_devices(self, server, hostname, n_arqs):
-        """ACTIVE on ``hostname``, one hostdev per ARQ; the ARQs Bound to
-        the host's providers, in the owner's project."""
-        self.assertEqual(
-            'ACTIVE', self.owner_api.get_server(server['id'])['status'])
-        server = self.admin_api.get_server(server['id'])
-        self.assertEqual(hostname, server['OS-EXT-SRV-ATTR:host'])
-        arqs = self.assert_accelerated(server, n_arqs)
-        rps = set(self.device_rp_uuids(hostname).values())
-        self.assertEqual({(OWNER_PROJECT, True)},
-                         {(a['project_id'], a['device_rp_uuid'] in rps)
-                          for a in arqs})
-        return arqs
 
     def assert_guest_on(self, server, hostname, n_arqs):
         """Before the failed host comes back (its part of the allocation
@@ -116,7 +55,7 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
         arqs = self.cyborg.list_arqs(server['id'])
         rps = set(self.device_rp_uuids(hostname).values())
         self.assertEqual(
-            [('Bound', hostname, True, OWNER_PROJECT)] * n_arqs,
+            [('Bound', hostname, True, attach_base.OWNER_PROJECT)] * n_arqs,
             [(a['state'], a['hostname'], a['device_rp_uuid'] in rps,
               a['project_id']) for a in arqs])
         self.assertEqual(sorted(self.arq_bdf(a) for a in arqs),
@@ -124,13 +63,6 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
         self.assertTrue(set(self.hostdev_bdfs(server)) <=
                         self.handle_bdfs(hostname))
         return arqs
-
-    def assert_host_free(self, hostname):
-        self.assertEqual([], [a for a in self.cyborg.list_arqs()
-                              if a['hostname'] == hostname])
-        self.assertEqual(
-            {0}, {self._get_provider_usages(rp).get('FPGA', 0)
-                  for rp in self.device_rp_uuids(hostname).values()})
 
     def evacuation_events(self, server):
         action = [a for a in self.admin_api.get_instance_actions(
@@ -162,12 +94,9 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
         # host, and the allocation goes with it.
         with self.acting(self.owner_api):
             self._stop_server(server)
-            self.owner_api.post_server_action(
-                server['id'], {'removeAccelerator': {'device_profile':
-                                                     'extra'}})
-            self._wait_for_instance_action_event(
-                server, 'removeAccelerator', 'compute_remove_accelerator',
-                'Success')
+        self.accelerator_action(self.owner_api, server, 'removeAccelerator',
+                                'extra')
+        with self.acting(self.owner_api):
             self._start_server(server)
         arqs = self.assert_owner_has_devices(server, 'compute2', 1)
         self.assertEqual([self.dp], self.profiles(arqs))

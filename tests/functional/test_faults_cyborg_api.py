@@ -352,7 +352,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
                    status_code_retry_delay=0.1, group='cyborg')
         # A new keystoneauth session, with this timeout.
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client._SESSION', None))
+            'nova_cyborg.cyborg_http._SESSION', None))
         self.start_accel_compute('compute1')
         self.dp_name, self.flavor = self.create_profile_flavor(PROFILE)
 

@@ -26,7 +26,7 @@ allocation, no usage of any device provider, no domain):
   the server is ACTIVE there with a new ARQ, nothing is left on the
   first. With a single host: ERROR, nothing left, and a boot then works;
   the fault says "Exhausted all hosts available for retrying build
-  failures" and, since patch 0002 keeps it, the last host's failure: the
+  failures" and, since patch 0002b keeps it, the last host's failure: the
   ARQ and BindFailed. The same for Cyborg's own ``failed`` event when the
   FPGA refuses the bitstream; no reservation of the FPGA is left.
 * events for an ARQ nobody waits for (``completed`` and ``failed``) and

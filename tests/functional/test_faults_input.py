@@ -60,7 +60,7 @@ server, no ARQ):
   filter splits), another case, a trailing space, a number: no such
   profile. Refused when the flavor's extra spec is set (HTTP 400): a null
   value, a value over 255 characters, the keys ``accel:device_profiles``
-  and ``accel:``, and (patch 0012) an empty value or one with whitespace
+  and ``accel:``, and (patch 0000b) an empty value or one with whitespace
   or a comma. An empty value set before validation (microversion 2.85)
   makes the boot fail with HTTP 400 instead of booting without
   accelerators.
@@ -488,7 +488,7 @@ class MalformedProfileTest(base.AcceleratorTestBase):
                 flavor, 'Device profile %s: no such device profile in '
                 'Cyborg' % shown)
         # A comma or whitespace is refused when the extra spec is set
-        # (patch 0012); set before validation (microversion 2.85), the
+        # (patch 0000b); set before validation (microversion 2.85), the
         # boot is refused.
         for i, value in enumerate(('dp-a,dp-b', 'dp-a ')):
             flavor = self._create_flavor(name='accel-bad-%d' % i)

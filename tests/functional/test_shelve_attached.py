@@ -12,34 +12,21 @@ server.
 """
 
 # Nova picks its threading mode when the base is imported: first.
-from tests.functional import base  # noqa: I100
+from tests.functional import attach_base  # noqa: I100
 
 from nova.tests.functional.api import client  # noqa: E402
 
-from tests.functional.harness import identity  # noqa: E402
 
-PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
-OWNER_PROJECT = identity.OWNER[1]
+class ShelveAttachedTest(attach_base.AttachTestBase):
 
-
-class ShelveAttachedTest(base.AcceleratorTestBase):
-
-    NUM_VFS = 3
     TIMEOUT_SCALING_FACTOR = 3
 
     def setUp(self):
         super().setUp()
-        self.start_accel_compute('compute1')
-        self.dp, self.accel_flavor = self.create_profile_flavor(PROFILE)
-        self.cyborg.create_device_profile('extra', PROFILE)
+        self.cyborg.create_device_profile('extra', attach_base.PROFILE)
 
     def owner_acts(self, server, action, dp='extra'):
-        self.owner_api.post_server_action(
-            server['id'], {action: {'device_profile': dp}})
-        method = {'addAccelerator': 'compute_add_accelerator',
-                  'removeAccelerator': 'compute_remove_accelerator'}[action]
-        self._wait_for_instance_action_event(server, action, method,
-                                             'Success')
+        self.accelerator_action(self.owner_api, server, action, dp)
 
     def assert_refused(self, api, server, body, status, text):
         ex = self.assertRaises(client.OpenStackApiException,
@@ -50,7 +37,8 @@ class ShelveAttachedTest(base.AcceleratorTestBase):
     def assert_owner_arqs(self, server, n_arqs):
         server = self.admin_api.get_server(server['id'])
         arqs = self.assert_accelerated(server, n_arqs)
-        self.assertEqual({OWNER_PROJECT}, {a['project_id'] for a in arqs})
+        self.assertEqual({attach_base.OWNER_PROJECT},
+                         {a['project_id'] for a in arqs})
         return arqs
 
     def test_attached_server_is_not_shelved_detached_one_is(self):

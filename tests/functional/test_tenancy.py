@@ -11,74 +11,32 @@ and a delete leaves nothing in Cyborg or Placement. Another tenant
 """
 
 # Nova picks its threading mode when the base is imported: first.
-from tests.functional import base  # noqa: I100
-
-import contextlib  # noqa: E402
+from tests.functional import attach_base  # noqa: I100
 
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
 
 from tests.functional.harness import identity  # noqa: E402
 
-PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
-OWNER_PROJECT = identity.OWNER[1]
 
+class TenancyTest(attach_base.AttachTestBase):
 
-class TenancyTest(base.AcceleratorTestBase):
-
-    NUM_VFS = 3
     #: Each test is a server's life of many steps.
     TIMEOUT_SCALING_FACTOR = 4
 
     def setUp(self):
         super().setUp()
-        self.start_accel_compute('compute1')
-        self.dp, self.flavor = self.create_profile_flavor(PROFILE)
-        # The harness writes no disks: nothing to copy or move aside.
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver._get_instance_disk_info',
-            return_value=[]))
+        self.without_disks()
         self.useFixture(fixtures.MockPatch('os.rename'))
-        self.server = self.boot(self.flavor, api=self.owner_api)
+        self.server = self.boot(self.accel_flavor, api=self.owner_api)
         self.assert_owner_has_device('compute1', 1)
 
-    # Callers
-
-    @contextlib.contextmanager
-    def acting(self, api):
-        """Nova's helpers act (and wait) with ``api`` meanwhile."""
-        saved = self.api, self.admin_api
-        self.api = api
-        if api is self.cloud_admin_api:
-            self.admin_api = api
-        try:
-            yield
-        finally:
-            self.api, self.admin_api = saved
-
-    # What the owner, another tenant and an operator check
+    # What the owner and another tenant check
 
     def assert_owner_has_device(self, hostname, n_arqs):
         """The owner's server is ACTIVE on ``hostname`` with its devices
         passed through; its ARQs are Bound there and belong to project A."""
-        self.assertEqual(
-            'ACTIVE', self.owner_api.get_server(self.server['id'])['status'])
-        # The host, as an operator sees it.
-        server = self.admin_api.get_server(self.server['id'])
-        self.assertEqual(hostname, server['OS-EXT-SRV-ATTR:host'])
-        arqs = self.assert_accelerated(server, n_arqs)
-        rps = set(self.device_rp_uuids(hostname).values())
-        self.assertEqual({(OWNER_PROJECT, True)},
-                         {(a['project_id'], a['device_rp_uuid'] in rps)
-                          for a in arqs})
-        return arqs
-
-    def assert_host_free(self, hostname):
-        self.assertEqual([], [a for a in self.cyborg.list_arqs()
-                              if a['hostname'] == hostname])
-        self.assertEqual(
-            {0}, {self._get_provider_usages(rp).get('FPGA', 0)
-                  for rp in self.device_rp_uuids(hostname).values()})
+        return self.assert_owner_has_devices(self.server, hostname, n_arqs)
 
     def assert_other_tenant_shut_out(self):
         """Project B gets 404 for the server and sees none of its ARQs."""
@@ -136,7 +94,7 @@ class TenancyTest(base.AcceleratorTestBase):
 
     def test_admin_resizes_owner_reverts_then_admin_evacuates(self):
         self.start_accel_compute('compute2')
-        _name, other_flavor = self.create_profile_flavor(PROFILE)
+        _name, other_flavor = self.create_profile_flavor(attach_base.PROFILE)
         with self.acting(self.cloud_admin_api):
             self._resize_server(self.server, other_flavor)
         with self.acting(self.owner_api):
@@ -147,21 +105,8 @@ class TenancyTest(base.AcceleratorTestBase):
         self.owner_hard_reboots()
         self.assert_owner_has_device('compute1', 1)
 
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
-        self.computes['compute1'].stop()
-        self.admin_api.put_service(service['id'], {'forced_down': 'true'})
-        with self.acting(self.cloud_admin_api):
-            # Since 2.95 an evacuated server stays stopped on its new host.
-            self._evacuate_server(self.server, expected_host='compute2')
-        with self.acting(self.owner_api):
-            self._start_server(self.server)
-        # The old host comes back and cleans up the evacuated server (its
-        # devices stay allocated to the server until then).
-        self.computes['compute1'].start()
-        self.admin_api.put_service(service['id'], {'forced_down': 'false'})
-        self._wait_for_assert(
-            lambda: self.assert_host_free('compute1'), max_retries=40)
+        service = self.admin_evacuates(self.server, 'compute2')
+        self.old_host_comes_back(service)
         self.assert_owner_has_device('compute2', 1)
         self.owner_hard_reboots()
         self.assert_owner_has_device('compute2', 1)
@@ -180,11 +125,8 @@ class TenancyTest(base.AcceleratorTestBase):
         # owner starts it with both.
         with self.acting(self.owner_api):
             self._stop_server(self.server)
-        self.cloud_admin_api.post_server_action(
-            self.server['id'], {'addAccelerator': {'device_profile': self.dp}})
-        self._wait_for_instance_action_event(
-            self.server, 'addAccelerator', 'compute_add_accelerator',
-            'Success')
+        self.accelerator_action(self.cloud_admin_api, self.server,
+                                'addAccelerator', self.dp)
         with self.acting(self.owner_api):
             self._start_server(self.server)
         self.assert_owner_has_device('compute1', 2)

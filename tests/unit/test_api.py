@@ -120,7 +120,7 @@ class CheckNewFlavorTest(test_client.ClientTestBase):
         self.requests.get(PROFILES, exc=requests.exceptions.ConnectionError)
         self.assert_refused('could not reach Cyborg')
 
-    @mock.patch('nova_cyborg.request_groups.get_device_profile_request_groups')
+    @mock.patch('nova_cyborg.client.get_device_profile_request_groups')
     def test_cyborg_error_raised_as_such(self, get_groups):
         get_groups.side_effect = exception.CyborgError(op='get',
                                                        msg='HTTP 500')

@@ -27,7 +27,7 @@ class AttachingRecordTest(test.NoDBTestCase):
         self.useFixture(fixtures.MockPatch('nova_cyborg.client.get_client',
                                            return_value=self.cyclient))
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.request_groups.get_device_profile_request_groups',
+            'nova_cyborg.client.get_device_profile_request_groups',
             return_value=[mock.Mock(resources={'FPGA': 1})]))
         self.useFixture(fixtures.MockPatch(
             'nova.objects.ComputeNode.get_by_host_and_nodename',

@@ -36,7 +36,7 @@ class ClientTestBase(test.NoDBTestCase):
         self.ksa_sleep = self.useFixture(test.fixtures.MockPatch(
             'keystoneauth1.session.time')).mock.sleep
         self.useFixture(test.fixtures.MonkeyPatch(
-            'nova_cyborg.client._SESSION', None))
+            'nova_cyborg.cyborg_http._SESSION', None))
         service_auth.reset_globals()
         self.addCleanup(service_auth.reset_globals)
         self.requests = self.useFixture(rm_fixture.Fixture())
@@ -113,22 +113,20 @@ class CreateArqsTest(ClientTestBase):
     def test_create_and_match(self):
         self.requests.post(ARQS, status_code=201, json={'arqs': [
             _arq(uuids.a0, 0), _arq(uuids.a1, 1)]})
-        arqs = self.client.create_arqs_and_match_resource_providers(
-            'dp1', {'device_profile_0': [uuids.rp0],
-                    'device_profile_1': [uuids.rp1]})
+        arqs = self.client.create_arqs('dp1')
+        mapping = {'device_profile_0': [uuids.rp0],
+                   'device_profile_1': [uuids.rp1]}
         self.assertEqual([uuids.rp0, uuids.rp1],
-                         [a['device_rp_uuid'] for a in arqs])
+                         [self.client.get_arq_device_rp_uuid(a, mapping, None)
+                          for a in arqs])
         self.assertEqual({'device_profile_name': 'dp1'},
                          self.requests.last_request.json())
 
-    def test_missing_mapping_names_created_arqs(self):
-        self.requests.post(ARQS, status_code=201, json={'arqs': [
-            _arq(uuids.a0, 0), _arq(uuids.a1, 1)]})
+    def test_missing_mapping_names_group(self):
         exc = self.assertRaises(
-            exception.AcceleratorRequestBindingFailed,
-            self.client.create_arqs_and_match_resource_providers,
-            'dp1', {'device_profile_0': [uuids.rp0]})
-        self.assertEqual([uuids.a0, uuids.a1], exc.arqs)
+            exception.ProviderMappingError,
+            self.client.get_arq_device_rp_uuid, _arq(uuids.a1, 1),
+            {'device_profile_0': [uuids.rp0]}, None)
         self.assertIn('device_profile_1', exc.format_message())
 
     def test_create_nothing(self):
@@ -379,12 +377,10 @@ class ProjectTest(ClientTestBase):
     def test_reads_unbinds_and_deletes_as_service_user(self):
         # Every ARQ of the server is seen, in whatever project it is.
         self.requests.get(ARQS, json={'arqs': []})
-        self.requests.get(ARQS + '/' + uuids.a0, json=_arq(uuids.a0))
         self.requests.delete(ARQS, status_code=204)
         calls = (
             lambda: self.client.get_arqs_for_instance(uuids.inst),
             self.client.list_arqs,
-            lambda: self.client.get_arq_by_uuid(uuids.a0),
             lambda: self.client.unbind_arqs([uuids.a0]),
             lambda: self.client.delete_arqs_for_instance(uuids.inst),
             lambda: self.client.delete_arqs_by_uuid([uuids.a0]),

@@ -114,7 +114,7 @@ class AttachedBindingsTest(test.NoDBTestCase):
         self.add.return_value = (
             {uuids.new_rp: {'resources': {'FPGA': 1}}}, {'g': [uuids.new_rp]})
         self.groups = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.request_groups.get_device_profile_request_groups')
+            'nova_cyborg.client.get_device_profile_request_groups')
         ).mock
         self.useFixture(fixtures.MockPatch(
             'nova.scheduler.client.report.report_client_singleton'))

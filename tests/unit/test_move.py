@@ -130,7 +130,7 @@ class InstanceArqsTest(MoveTestBase):
             uuids.inst)
 
 
-@mock.patch('nova_cyborg.request_groups.get_device_profile_request_groups')
+@mock.patch('nova_cyborg.client.get_device_profile_request_groups')
 class AddProfileGroupsTest(test.NoDBTestCase):
 
     def setUp(self):

@@ -204,7 +204,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.retire = self.useFixture(fixtures.MockPatch(
             'nova_cyborg.move.retire')).mock
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.request_groups.get_device_profile_request_groups',
+            'nova_cyborg.client.get_device_profile_request_groups',
             return_value=[mock.Mock(resources={'FPGA': 1})]))
         self.instance.system_metadata = {
             ATTACHED + '0': '%s dp' % uuids.a1}

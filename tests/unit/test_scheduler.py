@@ -19,15 +19,18 @@ class ClaimTestCase(testtools.TestCase):
         self.claim_resources = patcher.start()
         self.addCleanup(patcher.stop)
 
-    def _claim(self):
-        return scheduler.claim('ctx', 'placement', 'spec', 'uuid',
+    def _claim(self, spec=None):
+        self.spec = spec or mock.Mock(
+            flavor=mock.Mock(extra_specs={'accel:device_profile': 'dp'}),
+            requested_resources=[])
+        return scheduler.claim('ctx', 'placement', self.spec, 'uuid',
                                CANDIDATES, allocation_request_version='1.36')
 
     def test_first_candidate(self):
         self.claim_resources.return_value = True
         self.assertIs(CANDIDATES[0], self._claim())
         self.claim_resources.assert_called_once_with(
-            'ctx', 'placement', 'spec', 'uuid', CANDIDATES[0],
+            'ctx', 'placement', self.spec, 'uuid', CANDIDATES[0],
             allocation_request_version='1.36')
 
     def test_next_candidate_when_the_first_is_taken(self):
@@ -52,3 +55,19 @@ class ClaimTestCase(testtools.TestCase):
         self.claim_resources.side_effect = [False, True]
         self.assertIsNone(self._claim())
         self.assertEqual(1, self.claim_resources.call_count)
+
+    def test_server_without_accelerators_first_candidate_only(self):
+        # Upstream's behaviour, whatever the option says.
+        self.claim_resources.side_effect = [False, True]
+        spec = mock.Mock(flavor=mock.Mock(extra_specs={}),
+                         requested_resources=[
+                             mock.Mock(requester_id='port-uuid')])
+        self.assertIsNone(self._claim(spec))
+        self.assertEqual(1, self.claim_resources.call_count)
+
+    def test_port_device_profile_tries_more(self):
+        self.claim_resources.side_effect = [False, True]
+        spec = mock.Mock(flavor=mock.Mock(extra_specs={}),
+                         requested_resources=[
+                             mock.Mock(requester_id='device_profile_0p1')])
+        self.assertIs(CANDIDATES[1], self._claim(spec))

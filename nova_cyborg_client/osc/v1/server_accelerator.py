@@ -111,61 +111,63 @@ def _server(conn, name_or_id):
         raise _fail('Cannot find server %s' % name_or_id, e)
 
 
-class AddServerAccelerator(command.Command):
-    _description = ('Attach the accelerators of a Cyborg device profile to '
-                    'a server (ACTIVE without accelerators, or SHUTOFF)')
+class _AcceleratorAction(command.Command):
+    """``openstack server accelerator add|remove``: run a server action
+    on the accelerators named by the positional argument ``target``."""
+
+    #: The positional argument: name, metavar, help.
+    target = None
+    #: What --wait waits for, after nova-compute is done.
+    done = None
+    #: The function of nova_cyborg_client.sdk that runs the action.
+    action = None
+    #: The error's start, with the target and the server.
+    failure = None
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument('server', metavar='<server>',
                             help='Server (name or ID)')
-        parser.add_argument('device_profile', metavar='<device-profile>',
-                            help='Cyborg device profile (name)')
-        _wait_arguments(parser, 'its accelerator requests are Bound')
+        name, metavar, help_text = self.target
+        parser.add_argument(name, metavar=metavar, help=help_text)
+        _wait_arguments(parser, self.done)
         return parser
 
     def take_action(self, parsed_args):
         conn = self.app.client_manager.nova_cyborg
+        target = getattr(parsed_args, self.target[0])
+        what = self.failure % (target, parsed_args.server)
         server = _server(conn, parsed_args.server)
-        what = 'Cannot add the accelerators of device profile %s to ' \
-            'server %s' % (parsed_args.device_profile, parsed_args.server)
         try:
-            sdk.add_accelerator(conn, server, parsed_args.device_profile,
-                                wait=parsed_args.wait,
-                                timeout=parsed_args.wait_timeout)
+            getattr(sdk, self.action)(conn, server, target,
+                                      wait=parsed_args.wait,
+                                      timeout=parsed_args.wait_timeout)
         except sdk_exc.SDKException as e:
             raise _fail(what, e)
 
 
-class RemoveServerAccelerator(command.Command):
+class AddServerAccelerator(_AcceleratorAction):
+    _description = ('Attach the accelerators of a Cyborg device profile to '
+                    'a server (ACTIVE without accelerators, or SHUTOFF)')
+    target = ('device_profile', '<device-profile>',
+              'Cyborg device profile (name)')
+    done = 'its accelerator requests are Bound'
+    action = 'add_accelerator'
+    failure = 'Cannot add the accelerators of device profile %s to server %s'
+
+
+class RemoveServerAccelerator(_AcceleratorAction):
     _description = ('Detach the accelerators of a device profile from a '
                     'server. Nova detaches by device profile: given the '
                     'UUID of one of its accelerator requests, every '
                     'accelerator of that profile is detached')
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('server', metavar='<server>',
-                            help='Server (name or ID)')
-        parser.add_argument(
-            'accelerator', metavar='<device-profile|arq-uuid>',
-            help='Device profile attached to the server, or the UUID of '
-                 'one of its accelerator requests (see "openstack server '
-                 'accelerator list")')
-        _wait_arguments(parser, 'its accelerator requests are gone')
-        return parser
-
-    def take_action(self, parsed_args):
-        conn = self.app.client_manager.nova_cyborg
-        server = _server(conn, parsed_args.server)
-        what = 'Cannot remove accelerator %s from server %s' % (
-            parsed_args.accelerator, parsed_args.server)
-        try:
-            sdk.remove_accelerator(conn, server, parsed_args.accelerator,
-                                   wait=parsed_args.wait,
-                                   timeout=parsed_args.wait_timeout)
-        except sdk_exc.SDKException as e:
-            raise _fail(what, e)
+    target = ('accelerator', '<device-profile|arq-uuid>',
+              'Device profile attached to the server, or the UUID of one of '
+              'its accelerator requests (see "openstack server accelerator '
+              'list")')
+    done = 'its accelerator requests are gone'
+    action = 'remove_accelerator'
+    failure = 'Cannot remove accelerator %s from server %s'
 
 
 class ListServerAccelerator(command.Lister):

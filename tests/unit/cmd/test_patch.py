@@ -31,107 +31,22 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 PATCHES = os.path.join(REPO, 'patches')
 VERSION = '34.0.0'
-SERIES = [
-    '0001-accelerator-cyborg-route-client.patch',
-    '0002-conductor-route-arq-create-bind.patch',
-    '0003-compute-route-bound-arqs.patch',
-    '0004-libvirt-route-accel-devices.patch',
-    '0005-scheduler-claim-more-candidates.patch',
-    '0006-api-allow-accelerator-operations.patch',
-    '0007-migrate-task-profile-groups.patch',
-    '0008-manage-heal-accelerator-allocations.patch',
-    '0009-api-accelerator-actions.patch',
-    '0010-policies-accelerator-actions.patch',
-    '0011-compute-utils-delete-all-arqs.patch',
-    '0012-extra-spec-device-profile-name.patch',
-    '0013-compute-report-nova-cyborg-trait.patch',
-    '0014-scheduler-require-nova-cyborg-trait.patch',
-]
-TOUCHED = [
-    'nova/accelerator/cyborg.py',
-    'nova/api/openstack/compute/routes.py',
-    'nova/api/validation/extra_specs/accel.py',
-    'nova/cmd/manage.py',
-    'nova/compute/api.py',
-    'nova/compute/manager.py',
-    'nova/compute/resource_tracker.py',
-    'nova/compute/utils.py',
-    'nova/conductor/manager.py',
-    'nova/conductor/tasks/migrate.py',
-    'nova/policies/__init__.py',
-    'nova/scheduler/manager.py',
-    'nova/scheduler/request_filter.py',
-    'nova/virt/libvirt/driver.py',
-]
-ROUTING = {
-    'nova/accelerator/cyborg.py': [
-        'from nova_cyborg import client as nc_client',
-        'return nc_client.get_client(context)',
-        'from nova_cyborg import request_groups',
-        'request_groups.get_device_profile_request_groups(',
-    ],
-    'nova/conductor/manager.py': [
-        'from nova_cyborg import conductor as nc_conductor',
-        'return nc_conductor.create_and_bind_arqs(',
-        "{'vm_state': vm_states.ERROR, 'task_state': None},",
-        "'build failures. Last failure: %s'",
-    ],
-    'nova/compute/manager.py': [
-        'from nova_cyborg import compute as nc_compute',
-        'return nc_compute.get_bound_arqs(',
-        'raise nc_compute.build_failure(instance, exc)',
-        'nc_cleanup.delete_arqs_of_deleted_instance(',
-        'nc_move.swap_to_destination(',
-        'nc_move.confirm(context, instance)',
-        'nc_move.revert_at_destination(context, instance)',
-        'nc_move.rebind_at_source(self.virtapi, context, instance)',
-        'return nc_move.instance_arqs(context, instance)',
-        'nc_cleanup.delete_arqs_of_deleting_instance(context, instance)',
-        'nc_cleanup.delete_arqs_of_deleted_instance(context, instance)',
-        'reason=nc_compute.build_fault_message(exc))',
-        'self.additional_endpoints.extend(nc_rpc.endpoints(self))',
-    ],
-    'nova/api/openstack/compute/routes.py': [
-        'from nova_cyborg import attach_api as nc_attach_api',
-        'nc_attach_api.AcceleratorActionsController,',
-    ],
-    'nova/policies/__init__.py': [
-        'from nova_cyborg import policies as nc_policies',
-        'nc_policies.list_rules()',
-    ],
-    'nova/api/validation/extra_specs/accel.py': [
-        "'pattern': r'[^\\s,]+',",
-    ],
-    'nova/compute/utils.py': [
-        'nc_cleanup.delete_arqs_if_needed(context, instance, arq_uuids)',
-    ],
-    'nova/compute/api.py': [
-        'nc_api.check_operation(func.__name__, instance)',
-        'nc_api.check_new_flavor(context, new_flavor)',
-        'if dp_name is not None:',
-    ],
-    'nova/conductor/tasks/migrate.py': [
-        'nc_move.add_profile_groups(self.context, self.request_spec,',
-    ],
-    'nova/cmd/manage.py': [
-        'from nova_cyborg import heal as nc_heal',
-        'nc_heal.accelerator_allocations(ctxt, instance)',
-        'accel_allocations = nc_heal.missing_allocations(',
-    ],
-    'nova/scheduler/manager.py': [
-        'from nova_cyborg import scheduler as nc_scheduler',
-        'alloc_req = nc_scheduler.claim(',
-    ],
-    'nova/virt/libvirt/driver.py': [
-        'from nova_cyborg.virt import libvirt as nc_libvirt',
-        'nc_libvirt.add_pci_hostdevs(guest, accel_info)',
-        'return nc_libvirt.allocate_mdevs(self, accel_info)',
-        'pci_arq_list = nc_libvirt.pci_arqs(instance, accel_info)',
-        'nc_libvirt.accel_info_for(context, instance)',
-        'nc_libvirt.detach_pci_hostdevs(',
-        'nc_libvirt.attach_pci_hostdevs(',
-    ],
-}
+SERIES_DIR = os.path.join(PATCHES, 'nova-%s' % VERSION)
+PATCH_LIST = _series.load_series(SERIES_DIR)
+SERIES = [p.name for p in PATCH_LIST]
+TOUCHED = sorted(set(rel for p in PATCH_LIST for rel in p.paths()))
+# Files changed by patches that route into nova_cyborg.hooks (the others
+# only by fixes of upstream bugs, named *-fix-*).
+ROUTED = sorted(set(rel for p in PATCH_LIST if '-fix-' not in p.name
+                    for rel in p.paths()))
+
+
+def first_patch_on(rel):
+    """The first patch of the series that changes rel, and its changes."""
+    for p in PATCH_LIST:
+        for fp in p.files:
+            if fp.target() == rel:
+                return p, fp
 
 
 def installed_nova_dir():
@@ -212,18 +127,15 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 14 patch(es), 14 file(s)', out)
-        for rel, needles in ROUTING.items():
+        self.assertIn('Applied %d patch(es), %d file(s)'
+                      % (len(SERIES), len(TOUCHED)), out)
+        for rel in TOUCHED:
             text = self.read(rel).decode('utf-8')
             self.assertNotEqual(self.pristine[rel], self.read(rel))
-            self.assertIn('# nova-cyborg: routed to nova_cyborg.', text)
-            for needle in needles:
-                self.assertIn(needle, text)
             compile(text, rel, 'exec')
-        self.assertNotIn(b"_('Failure getting accelerator requests.')",
-                         self.read('nova/compute/manager.py'))
-        self.assertNotIn(b'Ignoring accelerator requests with',
-                         self.read('nova/virt/libvirt/driver.py'))
+            if rel in ROUTED:
+                self.assertIn('# nova-cyborg:', text)
+                self.assertIn('from nova_cyborg.hooks import ', text)
         self.assertFalse(os.path.exists(stale))
         self.assertTrue(os.path.exists(other))
 
@@ -279,7 +191,8 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         rc, out, err = self.run_tool('revert')
         self.assertEqual(0, rc, err)
-        self.assertIn('Reverted 14 patch(es), 14 file(s)', out)
+        self.assertIn('Reverted %d patch(es), %d file(s)'
+                      % (len(SERIES), len(TOUCHED)), out)
         self.assertUnchanged()
 
         rc, out, err = self.run_tool('revert')
@@ -288,30 +201,31 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertUnchanged()
 
     def test_corrupted_target_apply_fails_and_changes_nothing(self):
-        # Change one context line of the libvirt patch's hunk of the mdev
-        # allocation: the first three patches would apply, but nothing may
-        # be written.
+        # Change one context line of the last hunk of the first patch on
+        # the libvirt driver: the patches before it would apply, but
+        # nothing may be written.
         rel = 'nova/virt/libvirt/driver.py'
-        path = os.path.join(self.target, rel)
-        text = self.read(rel).replace(
-            b'        :returns: list of MDEV UUIDs\n',
-            b'        :returns: the MDEV UUIDs\n')
-        with open(path, 'wb') as f:
-            f.write(text)
+        bad_patch, fp = first_patch_on(rel)
+        number = len(fp.hunks)
+        start, _length, expected, _new = fp.hunks[-1].side()
+        lines = _unidiff.split_lines(self.read(rel).decode('utf-8'))
+        self.assertEqual(expected[0], lines[start - 1])
+        lines[start - 1] = '# changed\n'
+        with open(os.path.join(self.target, rel), 'w') as f:
+            f.write(''.join(lines))
         corrupted = self.snapshot()
         self.assertNotEqual(self.pristine, corrupted)
 
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('0004-libvirt-route-accel-devices.patch', err)
-        self.assertIn('hunk #7', err)
+        self.assertIn('%s: %s: hunk #%d' % (bad_patch.name, rel, number),
+                      err)
         self.assertIn('nothing was changed', err)
         self.assertUnchanged(corrupted)
         rc, out, err = self.run_tool('check')
         self.assertEqual(1, rc)
-        self.assertRegex(out, r'0004-libvirt-route-accel-devices.patch\s+'
-                              r'conflict')
+        self.assertRegex(out, r'%s\s+conflict' % bad_patch.name)
 
     def test_corrupted_target_revert_fails_and_changes_nothing(self):
         self.assertEqual(0, self.run_tool('apply')[0])
@@ -325,8 +239,8 @@ class TestApplyRevert(NovaCopyTestCase):
         rc, out, err = self.run_tool('revert')
 
         self.assertEqual(1, rc)
-        self.assertIn('0001-accelerator-cyborg-route-client.patch', err)
-        self.assertIn('hunk #1', err)
+        self.assertIn('%s: %s: hunk #' % (first_patch_on(rel)[0].name, rel),
+                      err)
         self.assertUnchanged(before)
 
     def test_wrong_version_exits_2_and_changes_nothing(self):
@@ -352,14 +266,17 @@ class TestApplyRevert(NovaCopyTestCase):
         self.assertEqual(0, self.run_tool('apply')[0])
         applied = self.snapshot()
         rel = 'nova/compute/manager.py'
+        on_rel = [p.name for p in PATCH_LIST if p.paths() == [rel]]
+        self.assertEqual(on_rel, [p.name for p in PATCH_LIST
+                                  if rel in p.paths()])
         with open(os.path.join(self.target, rel), 'wb') as f:
             f.write(self.pristine[rel])
         partial = self.snapshot()
 
         rc, out, err = self.run_tool('check')
         self.assertEqual(1, rc)
-        self.assertRegex(out, r'0003-compute-route-bound-arqs.patch\s+'
-                              r'applicable')
+        for name in on_rel:
+            self.assertRegex(out, r'%s\s+applicable' % name)
         self.assertIn('Series state: partially applied', out)
         for command in ('apply', 'revert'):
             rc, out, err = self.run_tool(command)
@@ -369,27 +286,32 @@ class TestApplyRevert(NovaCopyTestCase):
 
         rc, out, err = self.run_tool('apply', '--allow-partial')
         self.assertEqual(0, rc, err)
-        self.assertIn('Applied 1 patch(es), 1 file(s)', out)
+        self.assertIn('Applied %d patch(es), 1 file(s)' % len(on_rel), out)
         self.assertUnchanged(applied)
 
     def test_partial_hunks_within_a_file_is_a_conflict(self):
-        self.assertEqual(0, self.run_tool('apply')[0])
+        # The patches before it, then the first patch on the compute
+        # manager with three hunks or more, all hunks but #2.
         rel = 'nova/compute/manager.py'
-        text = self.read(rel).replace(
-            b"            # nova-cyborg: routed to nova_cyborg.compute\n"
-            b"            from nova_cyborg import compute as nc_compute\n"
-            b"            raise nc_compute.build_failure(instance, exc)\n",
-            b"            msg = _('Failure getting accelerator requests.')\n"
-            b"            raise exception.BuildAbortException(\n"
-            b"                    reason=msg, instance_uuid=instance.uuid)\n")
-        with open(os.path.join(self.target, rel), 'wb') as f:
-            f.write(text)
+        lines = _unidiff.split_lines(self.read(rel).decode('utf-8'))
+        for bad_patch in PATCH_LIST:
+            (fp,) = [f for f in bad_patch.files if f.target() == rel] or [None]
+            if fp is None:
+                continue
+            if len(fp.hunks) > 2:
+                break
+            lines = _unidiff.apply_hunks(lines, fp)
+        some = _unidiff.FilePatch(fp.old_path, fp.new_path)
+        some.hunks = fp.hunks[:1] + fp.hunks[2:]
+        with open(os.path.join(self.target, rel), 'w') as f:
+            f.write(''.join(_unidiff.apply_hunks(lines, some)))
         before = self.snapshot()
 
         rc, out, err = self.run_tool('apply')
 
         self.assertEqual(1, rc)
-        self.assertIn('#4 applied, #5 pristine, #6 applied', err)
+        self.assertIn(bad_patch.name, err)
+        self.assertIn('#1 applied, #2 pristine, #3 applied', err)
         self.assertUnchanged(before)
 
     def test_failed_replace_rolls_back(self):

@@ -12,6 +12,7 @@ import testtools
 
 from nova_cyborg import conf
 from nova_cyborg import exception
+from nova_cyborg.hooks import libvirt as libvirt_hooks
 from nova_cyborg.virt import libvirt as nc_libvirt
 from tests.unit.objects import test_accelerator_request as fakes
 
@@ -235,7 +236,8 @@ class AllocateMdevsTestCase(_Base):
         self.driver._create_mdev.assert_not_called()
 
 
-class AccelInfoForTestCase(testtools.TestCase):
+class AccelInfoTestCase(testtools.TestCase):
+    """The hook that reads the ARQs where Nova does not pass them."""
 
     def _instance(self, extra_specs):
         return mock.Mock(uuid='1f1c2a9e-5b7d-4c10-8a2b-3c4d5e6f7a8b',
@@ -248,7 +250,7 @@ class AccelInfoForTestCase(testtools.TestCase):
         get_client.return_value.get_arqs_for_instance.return_value = [arq]
         instance = self._instance({'accel:device_profile': 'dp'})
         self.assertEqual([arq],
-                         nc_libvirt.accel_info_for('ctx', instance))
+                         libvirt_hooks.accel_info('ctx', instance))
         get_client.assert_called_once_with('ctx')
         get_client.return_value.get_arqs_for_instance.assert_called_once_with(
             instance.uuid)
@@ -262,11 +264,11 @@ class AccelInfoForTestCase(testtools.TestCase):
         get_client.return_value.get_arqs_for_instance.return_value = [
             here, there]
         instance = self._instance({'accel:device_profile': 'dp'})
-        self.assertEqual([here], nc_libvirt.accel_info_for('ctx', instance))
+        self.assertEqual([here], libvirt_hooks.accel_info('ctx', instance))
 
     @mock.patch('nova_cyborg.client.get_client')
     def test_no_profile_asks_nobody(self, get_client):
-        self.assertEqual([], nc_libvirt.accel_info_for(
+        self.assertEqual([], libvirt_hooks.accel_info(
             'ctx', self._instance({'hw:cpu_policy': 'dedicated'})))
         get_client.assert_not_called()
 

@@ -1,0 +1,43 @@
+"""Hooks of ``nova.compute.api`` (patch 0006)."""
+
+from nova_cyborg import api
+
+
+def check_operation(operation, instance):
+    """Called by the ``block_accelerators`` decorator of ``compute.API``.
+
+    Replaces upstream's refusal of every server operation on a server
+    with accelerators by the project's list of supported operations.
+
+    :param operation: the name of the decorated API method ('resize', ...).
+    :param instance: the nova.objects.Instance.
+    :raises: ForbiddenWithAccelerators for an operation not supported.
+    """
+    api.check_operation(operation, instance)
+
+
+def check_hosts(context, func, instance, *args, **kwargs):
+    """Called by the ``block_accelerators`` decorator of ``compute.API``
+    after :func:`check_operation`, with the decorated method and its
+    arguments.
+
+    A patched compute reports the same service version as an unpatched
+    one: a resize or cold migration of a server with accelerators from a
+    compute that does not report the nova-cyborg trait (patch 0013), or a
+    cold migration or evacuation to a named host that does not, is refused
+    here. Nothing for a server without accelerators.
+
+    :param func: the decorated ``compute.API`` method.
+    :raises: ComputeNotServing (HTTP 409) naming the host and why.
+    """
+    api.check_hosts(context, func, instance, *args, **kwargs)
+
+
+def check_new_flavor(context, flavor):
+    """Called by ``API.resize()`` for the new flavor (upstream refuses one
+    with a device profile).
+
+    :param flavor: the new nova.objects.Flavor.
+    :raises: DeviceProfileError if its device profile is invalid.
+    """
+    api.check_new_flavor(context, flavor)

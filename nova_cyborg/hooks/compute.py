@@ -1,0 +1,218 @@
+"""Hooks of ``nova.compute.manager`` (patch 0003).
+
+The build and rebuild hooks wait for and check the ARQs' binding and say
+why a build failed; the delete hooks release the ARQs of deleted servers;
+the move hooks (resize, cold migration, evacuation) swap a server's ARQs
+between its source and destination hosts.
+"""
+
+from nova import exception as nova_exception
+
+from nova_cyborg import bookkeeping
+from nova_cyborg import cleanup
+from nova_cyborg import compute
+from nova_cyborg import evacuate
+from nova_cyborg import move
+from nova_cyborg import recovery
+from nova_cyborg import rpc
+
+
+def endpoints(manager):
+    """Called by ``ComputeManager.__init__()``, added to its
+    ``additional_endpoints``.
+
+    :param manager: the ComputeManager.
+    :returns: the RPC endpoints of the addAccelerator and removeAccelerator
+        actions (RPC namespace nova_cyborg, version 1.0).
+    """
+    return rpc.endpoints(manager)
+
+
+# Build and rebuild.
+
+def get_bound_arqs(virtapi, context, instance, arq_uuids):
+    """Called by ``ComputeManager._get_bound_arq_resources()``.
+
+    :param virtapi: the ComputeManager's ComputeVirtAPI (the bind events).
+    :param instance: the nova.objects.Instance.
+    :param arq_uuids: the ARQs the conductor bound, or None for all the
+        instance's ARQs.
+    :returns: the ARQ dicts, each Bound with a validated attach handle.
+    :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
+        InvalidAttachHandle, CyborgError, FunctionCheckFailed
+    """
+    return compute.get_bound_arqs(virtapi, context, instance, arq_uuids)
+
+
+def build_failure(instance, exc):
+    """Called by ``ComputeManager._build_resources()`` after the ARQs of a
+    failed bind were deleted.
+
+    :param exc: why getting the accelerators failed.
+    :returns: the exception to raise: ComputeResourcesUnavailable (a
+        reschedule) for a bind Cyborg failed on this host, else
+        BuildAbortException with a fault that says why.
+    """
+    return compute.build_failure(instance, exc)
+
+
+def evacuation_has_arqs(instance, arq_uuids):
+    """Called by ``ComputeManager._rebuild_default_impl()`` for an
+    evacuation, instead of upstream's check of the flavor's device profile.
+
+    :param arq_uuids: the ARQs the conductor bound for this host (also
+        those of accelerators attached with addAccelerator).
+    :returns: whether to wait for bound ARQs: some were bound, or the
+        flavor names a device profile. False for a server without
+        accelerators, as upstream.
+    """
+    return bool(arq_uuids or bookkeeping.flavor_profile(instance.flavor))
+
+
+def abort_build(context, instance, arq_uuids, exc):
+    """Called by ``ComputeManager._do_rebuild_instance()`` (evacuation) and
+    ``_unshelve_instance()`` when the wait for the bind failed.
+
+    Deletes the ARQs bound for this host (Cyborg may still bind them after
+    the wait gave up) and the instance's ARQs (as
+    ``nova.compute.utils.delete_arqs_if_needed``; failures are logged).
+
+    :param arq_uuids: the ARQs the conductor bound for this host.
+    :param exc: why getting the accelerators failed.
+    :returns: the BuildAbortException to raise, with a fault that says why.
+    """
+    cleanup.delete_arqs_if_needed(context, instance, arq_uuids)
+    return rebuild_failure(instance, exc)
+
+
+def rebuild_failure(instance, exc):
+    """Called by ``ComputeManager._do_rebuild_instance()`` when reading the
+    ARQs of a rebuild on the same host failed.
+
+    :returns: the BuildAbortException to raise, with a fault that says why
+        (upstream: 'Failure getting accelerator resources.').
+    """
+    return nova_exception.BuildAbortException(
+        instance_uuid=instance.uuid,
+        reason=compute.build_fault_message(exc))
+
+
+def accel_info(context, instance):
+    """Called by ``ComputeManager._get_accel_info()`` (hard reboot, power
+    on).
+
+    :returns: the ARQs bound to the instance on the host it is on now, or
+        [] for a server without accelerators.
+    """
+    return move.instance_arqs(context, instance)
+
+
+# Delete.
+
+def delete_arqs_of_deleting_instance(context, instance):
+    """Called by ``ComputeManager._delete_instance()`` instead of
+    ``delete_arqs_if_needed``: also the ARQs attached with addAccelerator,
+    parked or retired; a Cyborg failure is logged, as upstream.
+    """
+    cleanup.delete_arqs_of_deleting_instance(context, instance)
+
+
+def delete_arqs_of_deleted_instance(context, instance):
+    """Called by ``ComputeManager._complete_partial_deletion()`` and by
+    ``_cleanup_running_deleted_instances()`` (action 'reap'): the ARQs of
+    a server deleted while its host was down, or while the compute stopped
+    mid-delete. Idempotent, runs as the service user, never raises.
+    """
+    cleanup.delete_arqs_of_deleted_instance(context, instance)
+
+
+# Moves.
+
+def accelerator_action_at_restart(manager, context, instance):
+    """Called by ``ComputeManager._init_instance()`` for every server of
+    the host when nova-compute starts.
+
+    A server in the task state of addAccelerator or removeAccelerator
+    (states only those actions set) has its ARQs, records and allocation
+    put in agreement (a half-done attach rolled back, a detach whose ARQs
+    are gone completed) and its task state cleared. Nothing for any other
+    server. Never raises.
+
+    :param manager: the ComputeManager (its report client).
+    """
+    recovery.accelerator_action_interrupted(manager, context, instance)
+
+
+def resize_migrating_at_restart(manager, context, instance, migration):
+    """Called by ``ComputeManager._init_instance()`` for a server left in
+    RESIZE_MIGRATING on this (the source) host, before the driver rebuilds
+    the guest (``finish_revert_migration``).
+
+    For a server with accelerators the allocation goes back to it from
+    the migration, the destination's ARQs are deleted, the parked ones
+    bound again on this host, and the migration ends in error. Nothing for
+    a server without accelerators.
+
+    :param manager: the ComputeManager (its ``_revert_allocation``).
+    :param migration: the nova.objects.Migration of the move.
+    :raises: the failure to bind the source's ARQs again; upstream then
+        logs it and does not rebuild the guest.
+    """
+    recovery.resize_migrating(manager, context, instance, migration)
+
+
+def swap_to_destination(virtapi, context, instance, flavor, request_spec,
+                        migration, power_off, power_on):
+    """Called by ``ComputeManager._resize_instance()`` on the source, before
+    the disks move: the source's ARQs are parked (unbound, kept) and the
+    new flavor's ARQs bound on the destination.
+
+    :param flavor: the nova.objects.Flavor the server moves to.
+    :param migration: the nova.objects.Migration.
+    :param power_off: callable with no argument, powers the guest off.
+    :param power_on: callable taking ``accel_info``, powers it on again
+        (the failure path restores the source's guest).
+    :raises: the failure, after the source is restored; the resize is then
+        rolled back.
+    """
+    move.swap_to_destination(virtapi, context, instance, flavor,
+                             request_spec, migration, power_off=power_off,
+                             power_on=power_on)
+
+
+def undo_swap(virtapi, context, instance, migration):
+    """Called by ``ComputeManager.resize_instance()``'s failure path on the
+    source, next to ``_revert_allocation()``: the destination's ARQs are
+    deleted and the parked ones bound again.
+    """
+    move.undo_swap(virtapi, context, instance, migration)
+
+
+def confirm_move(context, instance):
+    """Called by ``ComputeManager._confirm_resize()`` and by a failed
+    ``finish_resize()``: the source's parked ARQs go. Never raises.
+    """
+    move.confirm(context, instance)
+
+
+def revert_at_destination(context, instance):
+    """Called by ``ComputeManager.revert_resize()`` on the destination
+    after the guest is destroyed: the destination's ARQs go.
+    """
+    move.revert_at_destination(context, instance)
+
+
+def rebind_at_source(virtapi, context, instance):
+    """Called by ``ComputeManager._finish_revert_resize()`` on the source
+    before the guest is rebuilt: the parked ARQs are bound again.
+    """
+    move.rebind_at_source(virtapi, context, instance)
+
+
+def after_evacuation(context, instance):
+    """Called by ``ComputeManager._do_rebuild_instance()`` at the end of an
+    evacuation: the accelerators attached with addAccelerator stayed on the
+    failed host; their ARQs and bookkeeping go and an instance action event
+    says so. Never raises.
+    """
+    evacuate.drop_attached(context, instance)

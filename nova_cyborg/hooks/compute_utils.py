@@ -1,0 +1,22 @@
+"""Hooks of ``nova.compute.utils`` (patch 0011).
+
+Separate from :mod:`nova_cyborg.hooks.compute`: ``nova.compute.utils`` is
+imported by the modules that hook imports (nova_cyborg.rpc uses its
+decorators), so this one imports the ARQ cleanup only.
+"""
+
+from nova_cyborg import cleanup
+
+
+def delete_arqs_if_needed(context, instance, arq_uuids=None):
+    """Called by ``nova.compute.utils.delete_arqs_if_needed()`` (delete,
+    local delete, build failures, the conductor's cleanup).
+
+    Also deletes the accelerators attached with addAccelerator and the ARQs
+    a resize parked or retired. Failures are logged, not raised, as
+    upstream.
+
+    :param instance: the nova.objects.Instance.
+    :param arq_uuids: ARQs not bound to the instance yet, to delete too.
+    """
+    cleanup.delete_arqs_if_needed(context, instance, arq_uuids)

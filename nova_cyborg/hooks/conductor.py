@@ -1,0 +1,119 @@
+"""Hooks of ``nova.conductor.manager`` and ``nova.conductor.tasks.migrate``
+(patches 0002 and 0007).
+"""
+
+from nova.compute import vm_states
+
+from nova_cyborg import bookkeeping
+from nova_cyborg import conductor
+from nova_cyborg import move
+
+
+def create_and_bind_arqs(context, instance, hostname, request_spec,
+                         requested_networks=None):
+    """Called by ``ComputeTaskManager._create_and_bind_arq_for_instance()``.
+
+    :param instance: the nova.objects.Instance.
+    :param hostname: the selected node's name.
+    :param request_spec: the nova.objects.RequestSpec with its request
+        group -> provider mapping.
+    :param requested_networks: nova.objects.NetworkRequestList or None.
+    :returns: the UUIDs of the ARQs whose binding was started.
+    :raises: AcceleratorRequestBindingFailed, after deleting every ARQ
+        created here.
+    """
+    return conductor.create_and_bind_arqs(
+        context, instance, hostname, request_spec, requested_networks)
+
+
+def rebuild_goes_to_cyborg(instance):
+    """Called by ``ComputeTaskManager.rebuild_instance()`` instead of
+    upstream's check of the flavor's device profile.
+
+    :returns: whether the server has accelerators: a device profile in its
+        flavor, or accelerators attached with addAccelerator, which an
+        evacuation takes along (nova_cyborg.evacuate). False for any other
+        server, as upstream.
+    """
+    return bookkeeping.has_accelerators(instance)
+
+
+def last_failure(filter_properties):
+    """Called by ``ComputeTaskManager.build_instances()`` before
+    ``populate_retry()``, which drops it.
+
+    :param filter_properties: the legacy filter properties dict.
+    :returns: why the last host failed the build, or None.
+    """
+    return (filter_properties.get('retry') or {}).get('exc_reason')
+
+
+def exhausted_hosts_reason(instance, reason, failure):
+    """Called by ``build_instances()`` when no host is left to retry.
+
+    :param instance: the nova.objects.Instance being rescheduled.
+    :param reason: Nova's message for MaxRetriesExceeded.
+    :param failure: what :func:`last_failure` returned.
+    :returns: the message to raise MaxRetriesExceeded with: for a server
+        with accelerators, it says why the last host failed (the
+        instance's own fault: no need to name it); else ``reason``.
+    """
+    if not failure or not bookkeeping.has_accelerators(instance):
+        return reason
+    return ('Exhausted all hosts available for retrying build failures. '
+            'Last failure: %s' % failure)
+
+
+def rebuild_arqs_failed(manager, context, instance, migration,
+                        orig_image_ref, image_ref, exc, request_spec):
+    """Called by ``ComputeTaskManager.rebuild_instance()`` when getting or
+    binding the server's ARQs failed (only servers with accelerators get
+    there); it re-raises the failure after this.
+
+    The server leaves its task state (upstream left it in REBUILD for
+    good), its image is the old one again and an evacuation's migration
+    ends in error, as when no host is found.
+
+    :param manager: the ComputeTaskManager.
+    :param migration: the evacuation's nova.objects.Migration, or None.
+    :param exc: the failure.
+    """
+    if migration:
+        migration.status = 'error'
+        migration.save()
+    if orig_image_ref and orig_image_ref != image_ref:
+        instance.image_ref = orig_image_ref
+        instance.save()
+    manager._set_vm_state_and_notify(
+        context, instance.uuid, 'rebuild_server',
+        {'vm_state': instance.vm_state, 'task_state': None},
+        exc, request_spec)
+
+
+def build_arqs_failed(manager, context, instance, exc, request_spec):
+    """Called by ``ComputeTaskManager.schedule_and_build_instances()``
+    when creating or binding one instance's ARQs failed (nova_cyborg.
+    conductor already deleted its ARQs and allocation).
+
+    Only this instance fails: upstream put every instance of the request
+    in ERROR, even those already sent to their compute. The caller goes on
+    with the next instance.
+
+    :param manager: the ComputeTaskManager.
+    :param context: a context targeted at the instance's cell.
+    """
+    manager._set_vm_state_and_notify(
+        context, instance.uuid, 'build_instances',
+        {'vm_state': vm_states.ERROR, 'task_state': None},
+        exc, request_spec)
+
+
+def add_profile_groups(context, request_spec, flavor):
+    """Called by ``MigrationTask._execute()`` after the request spec's PCI
+    groups: the scheduler is asked for the device profile of the move's
+    flavor (upstream refuses the move).
+
+    :param request_spec: the nova.objects.RequestSpec of the move.
+    :param flavor: the nova.objects.Flavor the server moves to.
+    """
+    move.add_profile_groups(context, request_spec, flavor)

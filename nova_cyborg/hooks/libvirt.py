@@ -1,0 +1,94 @@
+"""Hooks of ``nova.virt.libvirt.driver`` (patch 0004).
+
+The guest's accelerators are plain data here: ``accel_info`` is the list
+of ARQ dicts the compute manager passes to the driver, or, on the paths
+where upstream rebuilds the guest without it (rescue, suspend and resume,
+host reboot, the end of a resize and of its revert), what
+:func:`accel_info` reads through the project's Cyborg service
+(nova_cyborg.move). nova_cyborg.virt.libvirt, which builds the devices,
+validates that data and never calls Cyborg.
+"""
+
+from nova_cyborg import move
+from nova_cyborg.virt import libvirt as nc_libvirt
+
+
+def accel_info(context, instance):
+    """Called by ``LibvirtDriver.suspend()``, ``resume()``,
+    ``resume_state_on_host_boot()`` and ``rescue()``, which upstream run
+    without the accelerators (or refuse them).
+
+    :param context: a RequestContext; a service's admin context calls
+        Cyborg as the service user.
+    :param instance: the nova.objects.Instance.
+    :returns: the ARQ dicts bound to the instance on the host it is on
+        now, or [] for a server without accelerators.
+    """
+    return move.instance_arqs(context, instance)
+
+
+def pci_arqs(instance, accel_info):
+    """Called by ``LibvirtDriver._get_guest_config()`` instead of its own
+    filtering of ``accel_info`` by attach handle type.
+
+    :returns: the PCI ARQs of ``accel_info``.
+    :raises: InvalidAttachHandle for an ARQ of another or a hostile type.
+    """
+    return nc_libvirt.pci_arqs(instance, accel_info)
+
+
+def add_pci_hostdevs(guest, accel_info):
+    """Called by ``LibvirtDriver._guest_add_accel_pci_devices()``.
+
+    :param guest: the LibvirtConfigGuest being built.
+    :raises: InvalidAttachHandle, before any device is added.
+    """
+    nc_libvirt.add_pci_hostdevs(guest, accel_info)
+
+
+def allocate_mdevs(driver, accel_info):
+    """Called by ``LibvirtDriver._allocate_cyborg_mdevs()``.
+
+    :param driver: the LibvirtDriver.
+    :returns: the mdev UUIDs of the MDEV ARQs, created if needed.
+    :raises: InvalidAttachHandle, before any mdev is created.
+    """
+    return nc_libvirt.allocate_mdevs(driver, accel_info)
+
+
+def detach_pci_hostdevs(guest, accel_info):
+    """Called by ``LibvirtDriver.suspend()`` before the memory is saved
+    (libvirt refuses to save a guest with a PCI device passed through).
+
+    :param guest: the running nova.virt.libvirt.guest.Guest.
+    :param accel_info: what :func:`accel_info` returned, read before any
+        device was unplugged.
+    :raises: InvalidAttachHandle, PciDeviceDetachFailed
+    """
+    nc_libvirt.detach_pci_hostdevs(guest, accel_info)
+
+
+def attach_pci_hostdevs(guest, accel_info):
+    """Called by ``LibvirtDriver.resume()``: the accelerators unplugged by
+    suspend are plugged back in.
+
+    :raises: InvalidAttachHandle, before anything is plugged.
+    """
+    nc_libvirt.attach_pci_hostdevs(guest, accel_info)
+
+
+def accelerators_after_move(driver, context, instance, mdevs):
+    """Called by ``LibvirtDriver.finish_migration()`` and
+    ``finish_revert_migration()`` before the guest's XML is built:
+    upstream refuses to move a server with accelerators.
+
+    :param driver: the LibvirtDriver (its ``_allocate_cyborg_mdevs``).
+    :param mdevs: the mdev UUIDs Nova gives the guest.
+    :returns: ``(accel_info, mdevs)``: the ARQs bound on this host for the
+        guest, and ``mdevs`` with their mdevs added (each once).
+    """
+    arqs = accel_info(context, instance)
+    mdevs = list(mdevs)
+    mdevs.extend(mdev for mdev in driver._allocate_cyborg_mdevs(arqs)
+                 if mdev not in mdevs)
+    return arqs, mdevs

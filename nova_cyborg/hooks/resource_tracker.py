@@ -1,0 +1,21 @@
+"""Hooks of ``nova.compute.resource_tracker`` (patch 0013).
+
+Separate from :mod:`nova_cyborg.hooks.compute`: the resource tracker is
+imported by ``nova.compute.manager`` and needs only the trait.
+"""
+
+from nova_cyborg import capability
+
+
+def report_traits(traits):
+    """Called by ``ResourceTracker._get_traits()`` with the traits of the
+    compute node provider, beside upstream's ``COMPUTE_NODE``.
+
+    Adds the trait saying that this compute serves nova-cyborg
+    (``CUSTOM_NOVA_CYBORG_1_0``); a patched and an unpatched nova-compute
+    report the same service version.
+
+    :param traits: the set of trait names the resource tracker syncs to
+        Placement; changed in place.
+    """
+    capability.report(traits)

@@ -1,0 +1,37 @@
+"""Hooks of ``nova.scheduler.manager`` and ``nova.scheduler.request_filter``
+(patches 0005 and 0014).
+"""
+
+from nova_cyborg import capability
+from nova_cyborg import scheduler
+
+
+def claim(context, placement_client, spec_obj, instance_uuid, candidates,
+          allocation_request_version=None):
+    """Called by ``SchedulerManager._schedule()`` for each host it tries.
+
+    Tries more than the host's first allocation candidate (bug 1874664).
+
+    :param context: the scheduler's elevated RequestContext.
+    :param placement_client: nova's SchedulerReportClient.
+    :param spec_obj: the nova.objects.RequestSpec.
+    :param candidates: the host's allocation candidates (dicts).
+    :returns: the allocation request claimed, or None if none was.
+    """
+    return scheduler.claim(
+        context, placement_client, spec_obj, instance_uuid, candidates,
+        allocation_request_version=allocation_request_version)
+
+
+def require_trait(request_spec):
+    """Called by the ``accelerators_filter`` request filter after it
+    required ``COMPUTE_ACCELERATORS`` for a flavor with a device profile.
+
+    Requires the trait patched computes report (patch 0013) on the root
+    provider too, so that a server with accelerators is never scheduled to
+    a compute that does not serve nova-cyborg. Nothing for a request
+    without a device profile.
+
+    :param request_spec: the nova.objects.RequestSpec; changed in place.
+    """
+    capability.require(request_spec)
