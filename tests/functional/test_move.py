@@ -163,6 +163,12 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
             self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
                           'OS-EXT-SRV-ATTR:host': 'compute1'})
         self._wait_for_migration_status(server, ['error'])
+        # Nova errors the migration and makes the server ACTIVE inside
+        # _resize_instance, and gives the instance its allocation back only
+        # after that (resize_instance's _revert_allocation): the action's
+        # event ends once both are done.
+        self._wait_for_instance_action_event(
+            server, 'migrate', 'compute_resize_instance', 'Error')
         conn = self.computes['compute1'].driver._host.get_connection()
         self.assertTrue(conn.lookupByUUIDString(server['id']).isActive())
         self.assert_running_on('compute1', moved_from='compute2')
@@ -260,6 +266,10 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         server = self.wait_idle('ERROR')
         self.assertEqual('ProcessExecutionError', server['fault']['message'])
         self._wait_for_migration_status(server, ['error'])
+        # The allocation comes back after the server's state: see
+        # _assert_rolled_back.
+        self._wait_for_instance_action_event(
+            server, 'migrate', 'compute_resize_instance', 'Error')
         self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
         self.assert_source_again()
 
