@@ -90,7 +90,9 @@ def attached(instance):
             for entry in move.entries(instance, ATTACHED_PREFIX)]
 
 
-def _added_allocations(instance, profile):
+def added_allocations(instance, profile):
+    """{rp: {'resources': {rc: amount}}} the attach of ``profile`` added
+    to the allocation, as recorded."""
     added = {}
     for entry in move.entries(instance, ALLOC_PREFIX):
         name, rp, rc, amount = entry.split(' ')
@@ -111,13 +113,14 @@ def _remember(instance, profile, arq_uuids, added):
                 for rc, amount in sorted(alloc['resources'].items())])
 
 
-def _forget(instance, profile):
+def forget(instance, profiles):
+    """Drop the records of the attaches of ``profiles``; not saved."""
     move.store(instance, ATTACHED_PREFIX,
                [e for e in move.entries(instance, ATTACHED_PREFIX)
-                if e.split(' ', 1)[1] != profile])
+                if e.split(' ', 1)[1] not in profiles])
     move.store(instance, ALLOC_PREFIX,
                [e for e in move.entries(instance, ALLOC_PREFIX)
-                if e.split(' ', 1)[0] != profile])
+                if e.split(' ', 1)[0] not in profiles])
 
 
 def mark_attaching(instance, profile):
@@ -176,7 +179,7 @@ def _restore(manager, context, instance, cyclient, dp_name, added, created):
         bound = {arq.get('uuid') for arq in
                  cyclient.get_arqs_for_instance(instance.uuid)}
         move.unpark(manager.virtapi, context, instance, bound)
-    _forget(instance, dp_name)
+    forget(instance, [dp_name])
     mark_attaching(instance, None)
     instance.save()
     allocations.remove(manager.reportclient, context, instance, added)
@@ -267,7 +270,7 @@ def _remove(manager, context, instance, dp_name):
             raise exception.AcceleratorAttachFailed(
                 reason=e.format_message())
         nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs)
-    added = _added_allocations(instance, dp_name)
+    added = added_allocations(instance, dp_name)
     move.retire(context, instance, mine)
     try:
         allocations.remove(manager.reportclient, context, instance, added)
@@ -278,7 +281,7 @@ def _remove(manager, context, instance, dp_name):
                   {'added': added, 'err': e}, instance=instance)
     # Forgotten last: a compute that stops before this point finds the
     # records at restart and completes the detach (nova_cyborg.recovery).
-    _forget(instance, dp_name)
+    forget(instance, [dp_name])
     instance.save()
     LOG.info('Detached accelerators %s of device profile %s',
              ','.join(mine), dp_name, instance=instance)

@@ -159,21 +159,6 @@ def resize_migrating(manager, context, instance, migration):
     migration.save()
 
 
-def _attached(instance):
-    """[(arq_uuid, profile)] recorded by nova_cyborg.attach."""
-    return [tuple(entry.split(' ', 1))
-            for entry in move.entries(instance, move.ATTACHED_PREFIX)]
-
-
-def _forget(instance, profiles):
-    move.store(instance, move.ATTACHED_PREFIX,
-               ['%s %s' % pair for pair in _attached(instance)
-                if pair[1] not in profiles])
-    move.store(instance, rpc.ALLOC_PREFIX,
-               [entry for entry in move.entries(instance, rpc.ALLOC_PREFIX)
-                if entry.split(' ', 1)[0] not in profiles])
-
-
 def _unaccounted(reportclient, context, instance, cyclient, rcs):
     """What the allocation holds of ``rcs`` beyond the instance's Bound
     ARQs (one unit of its group's resource class each)."""
@@ -210,14 +195,15 @@ def _undo_attach(manager, context, instance):
     before the allocation changed) or from the ARQs recorded."""
     done = {entry.split(' ', 1)[0]
             for entry in move.entries(instance, rpc.ALLOC_PREFIX)}
-    pending = [(u, p) for u, p in _attached(instance) if p not in done]
+    pending = [(u, p) for u, p in nc_attach.attached(instance)
+               if p not in done]
     profiles = {p for _u, p in pending}
     profile = _attaching(instance)
     if profile not in (None, *done):
         profiles.add(profile)
     profiles = sorted(profiles)
     move.retire(context, instance, [u for u, _p in pending])
-    _forget(instance, profiles)
+    nc_attach.forget(instance, profiles)
     nc_attach.mark_attaching(instance, None)
     instance.save()
     cyclient = nc_client.get_client(context)
@@ -246,22 +232,18 @@ def _finish_detach(manager, context, instance):
     present = {arq.get('uuid')
                for arq in cyclient.get_arqs_for_instance(instance.uuid)}
     by_profile = {}
-    for arq_uuid, profile in _attached(instance):
+    for arq_uuid, profile in nc_attach.attached(instance):
         by_profile.setdefault(profile, []).append(arq_uuid)
     gone = sorted(p for p, arq_uuids in by_profile.items()
                   if not present & set(arq_uuids))
     for profile in gone:
-        added = {}
-        for entry in move.entries(instance, rpc.ALLOC_PREFIX):
-            name, rp, rc, amount = entry.split(' ')
-            if name == profile:
-                added.setdefault(rp, {})[rc] = int(amount)
+        added = nc_attach.added_allocations(instance, profile)
         excess = _unaccounted(manager.reportclient, context, instance,
-                              cyclient, {rc for rcs in added.values()
-                                         for rc in rcs})
+                              cyclient, {rc for alloc in added.values()
+                                         for rc in alloc['resources']})
         still = {}
-        for rp, rcs in added.items():
-            for rc, amount in rcs.items():
+        for rp, alloc in added.items():
+            for rc, amount in alloc['resources'].items():
                 left = min(amount, excess.get(rp, {}).get(
                     'resources', {}).get(rc, 0))
                 if left:
@@ -270,7 +252,7 @@ def _finish_detach(manager, context, instance):
         if still:
             allocations.remove(manager.reportclient, context, instance,
                                still)
-        _forget(instance, [profile])
+        nc_attach.forget(instance, [profile])
         instance.save()
         LOG.info('Completed the detach of device profile %s that '
                  'nova-compute was doing when it stopped', profile,
