@@ -18,7 +18,9 @@ both run in this one process: on a real host they share libvirtd.
 
 Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
 libvirt is given it, and removed when the domain is undefined, so that a
-user (and tempest) can read what Nova defined.
+user (and tempest) can read what Nova defined. The hosts share that
+directory, and a live migration hands a domain over through it
+(:mod:`localcloud.migration`).
 
 A restart of this process is a restart of nova-compute and the sidecar on
 a real host, where libvirtd, its domains and the devices' state live on:
@@ -50,6 +52,7 @@ from oslo_log import log as logging  # noqa: E402
 from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
+from localcloud import migration  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from sidecar.daemon import factory  # noqa: E402
@@ -303,7 +306,8 @@ def main():
         # Before logging is set up: straight to this host's log.
         print('Domains defined again from %s: %s' % (
             args.domain_xml_dir, ', '.join(restored)), flush=True)
-    for fixture in _host_fixtures(connection) + domains.fixtures():
+    for fixture in (_host_fixtures(connection) + domains.fixtures() +
+                    migration.Migrations(domains).fixtures()):
         fixture.setUp()
     simulated_host(args.pfs, args.vfs).load_state(args.sysfs_root).write(
         args.sysfs_root)
