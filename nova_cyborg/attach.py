@@ -41,6 +41,7 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_cyborg import allocations
+from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -177,7 +178,7 @@ def _restore(manager, context, instance, cyclient, dp_name, added, created):
     if move.parked(instance):
         # A failure after the bind left some of them bound already.
         bound = {arq.get('uuid') for arq in
-                 cyclient.get_arqs_for_instance(instance.uuid)}
+                 cyclient.get_arqs_for_instance(arq_owner(instance))}
         move.unpark(manager.virtapi, context, instance, bound)
     forget(instance, [dp_name])
     mark_attaching(instance, None)
@@ -203,7 +204,7 @@ def _add(manager, context, instance, dp_name):
     groups = nc_client.get_device_profile_request_groups(context, dp_name)
     cyclient = nc_client.get_client(context)
     running = instance.vm_state == vm_states.ACTIVE
-    existing = cyclient.get_arqs_for_instance(instance.uuid)
+    existing = cyclient.get_arqs_for_instance(arq_owner(instance))
     if existing and running:
         raise exception.AcceleratorAttachFailed(reason=_(
             'Cyborg binds no accelerator to a server that already has '
@@ -261,7 +262,7 @@ def _remove(manager, context, instance, dp_name):
         raise exception.AcceleratorAttachFailed(reason=_(
             'no accelerator of device profile %s is attached') % dp_name)
     cyclient = nc_client.get_client(context)
-    arqs = [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
+    arqs = [arq for arq in cyclient.get_arqs_for_instance(arq_owner(instance))
             if arq.get('uuid') in mine]
     if instance.vm_state == vm_states.ACTIVE and arqs:
         try:

@@ -47,6 +47,7 @@ from nova import exception as nova_exception
 from nova import objects
 from webob import exc
 
+from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
@@ -150,7 +151,7 @@ class AcceleratorAPI(object):
                                    _server_count(context, instance))
         if instance.vm_state == vm_states.ACTIVE:
             if nc_client.get_client(context).get_arqs_for_instance(
-                    instance.uuid):
+                    arq_owner(instance)):
                 raise exception.OperationRefused(reason=_(
                     'Cyborg binds no accelerator to a server that already '
                     'has some while it runs: stop the server first.'))
@@ -167,7 +168,7 @@ class AcceleratorAPI(object):
         if instance.vm_state == vm_states.ACTIVE:
             mine = rpc.attached_arqs(instance, dp_name)
             arqs = [arq for arq in nc_client.get_client(
-                context).get_arqs_for_instance(instance.uuid)
+                context).get_arqs_for_instance(arq_owner(instance))
                 if arq.get('uuid') in mine]
             rpc.refuse_unpluggable(arqs)
         _start(context, instance, REMOVE_METHOD, REMOVE, dp_name)

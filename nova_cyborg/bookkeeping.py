@@ -14,7 +14,17 @@ Lists:
   (Cyborg unreachable); deleted at the next move, or with the server;
 * ``ATTACHED_PREFIX``: "<arq uuid> <device profile>" of the ARQs that
   addAccelerator added (nova_cyborg.attach).
+
+And the owner of the server's ARQs in Cyborg (``OWNER_KEY``). Cyborg 17
+binds no ARQ for an instance UUID that already has ARQs, and the ARQs of
+a running guest must stay bound (an unbound attach handle can be handed
+to another server). A live migration therefore binds the destination's
+ARQs under the *other* of two UUIDs the server owns in Cyborg, its own
+or its alias (:func:`alias`, a name-based UUID of it), and the server's
+ARQs are those of whichever holds them now (:func:`arq_owner`).
 """
+
+import uuid
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 #: System metadata: ``<prefix><n>`` holds the n-th entry of a list.
@@ -22,6 +32,12 @@ PARKED_PREFIX = 'nova_cyborg_parked_arq_'
 RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
 #: "<arq uuid> <device profile>" of the ARQs that nova_cyborg.attach added.
 ATTACHED_PREFIX = 'nova_cyborg_attached_arq_'
+#: System metadata: the UUID the server's ARQs are bound under in Cyborg
+#: when it is its alias (absent: the server's own UUID).
+OWNER_KEY = 'nova_cyborg_arq_owner'
+#: Namespace of the aliases (uuid5). Never change it: the alias of a
+#: server must be the same on every host and in every release.
+ALIAS_NAMESPACE = uuid.UUID('0b5c9e52-6f4e-5d0a-8a43-9d2f6c1e7b31')
 
 
 def flavor_profile(flavor):
@@ -77,3 +93,66 @@ def on_host(instance, arqs):
     """The ARQs of ``arqs`` bound to the host the instance is on now."""
     here = hostnames(instance)
     return [arq for arq in arqs if arq.get('hostname') in here]
+
+
+def _meta(instance):
+    """The system metadata, or {} for an instance made without it and
+    without a context to load it (one Nova never saved)."""
+    if (not instance.obj_attr_is_set('system_metadata') and
+            getattr(instance, '_context', None) is None):
+        return {}
+    return instance.system_metadata
+
+
+def alias(instance_uuid):
+    """The second UUID a server's ARQs may be bound under in Cyborg."""
+    return str(uuid.uuid5(ALIAS_NAMESPACE, str(instance_uuid)))
+
+
+def owners(instance_uuid):
+    """Both UUIDs a server's ARQs may be bound under: its own, its alias."""
+    return (instance_uuid, alias(instance_uuid))
+
+
+def arq_owner(instance):
+    """The UUID the server's ARQs are bound under in Cyborg now.
+
+    Anything but the server's alias recorded in its system metadata means
+    the server's own UUID.
+    """
+    owner = _meta(instance).get(OWNER_KEY)
+    return owner if owner == alias(instance.uuid) else instance.uuid
+
+
+def other_owner(instance):
+    """The owner that holds none of the server's ARQs: a live migration
+    binds the destination's ARQs under it (Cyborg binds none for an
+    instance UUID that has ARQs)."""
+    mine, its_alias = owners(instance.uuid)
+    return its_alias if arq_owner(instance) == mine else mine
+
+
+def own_arqs(instance):
+    """Record that the server's own UUID holds its ARQs (not saved).
+
+    Called once ARQs are bound under the server's UUID: Cyborg bound them,
+    so none is left under the alias.
+
+    :returns: True if that changed the record (the caller saves).
+    """
+    return _meta(instance).pop(OWNER_KEY, None) is not None
+
+
+def set_owner(instance, owner):
+    """Record that the server's ARQs are bound under ``owner`` (not saved).
+
+    :raises: ValueError if ``owner`` is neither the server's UUID nor its
+        alias.
+    """
+    if owner not in owners(instance.uuid):
+        raise ValueError('%s is not an owner of the ARQs of instance %s'
+                         % (owner, instance.uuid))
+    if owner == instance.uuid:
+        instance.system_metadata.pop(OWNER_KEY, None)
+    else:
+        instance.system_metadata[OWNER_KEY] = owner

@@ -31,6 +31,7 @@ from oslo_log import log as logging
 
 import nova.conf
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client_auth
 from nova_cyborg import cyborg_http
 from nova_cyborg.cyborg_http import DEFAULT_RETRIES  # noqa: F401
@@ -211,16 +212,26 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
         return self._json_list(_('get'), resp, 'arqs')
 
     def get_arq_uuids_for_instance(self, instance):
-        return [arq['uuid']
-                for arq in self.get_arqs_for_instance(instance.uuid)]
+        # Under the UUID that holds them now: the server's own, or its
+        # alias after a live migration (nova_cyborg.bookkeeping).
+        return [arq['uuid'] for arq in self.get_arqs_for_instance(
+            bookkeeping.arq_owner(instance))]
 
     # Deletion: as the service user, so that the ARQs of every project go.
 
     def delete_arqs_for_instance(self, instance_uuid):
-        """Unbind and delete every ARQ of the instance (idempotent)."""
+        """Unbind and delete every ARQ of the instance (idempotent).
+
+        Those bound under its UUID and under its alias
+        (:func:`nova_cyborg.bookkeeping.owners`): a live migration binds
+        the destination's ARQs under the owner that holds none, and every
+        caller (upstream's included) that deletes a server's ARQs by its
+        UUID means all of them.
+        """
         client_auth.require_service_token(_('delete'))
-        self._call(_('delete'), 'delete', ARQ_URL, (204,), as_service=True,
-                   params={'instance': instance_uuid})
+        for owner in bookkeeping.owners(instance_uuid):
+            self._call(_('delete'), 'delete', ARQ_URL, (204,),
+                       as_service=True, params={'instance': owner})
 
     def delete_arqs_by_uuid(self, arq_uuids):
         """Delete the given ARQs, tolerating those already gone.

@@ -22,6 +22,7 @@ from nova import exception as nova_exception
 
 from nova_cyborg import allocations
 from nova_cyborg import attach_handle
+from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg import function_check
@@ -65,7 +66,7 @@ def _wait(virtapi, cyclient, instance, arq_uuids):
         # Cyborg could not be read as the wait began, so events sent
         # before it were missed: the ARQs may be bound all the same.
         try:
-            arqs = cyclient.get_arqs_for_instance(instance.uuid)
+            arqs = cyclient.get_arqs_for_instance(arq_owner(instance))
         except exception.CyborgError:
             LOG.warning('Could not read the accelerator requests after '
                         'waiting for their binding', exc_info=True,
@@ -83,7 +84,7 @@ def _read_resolved(cyclient, instance):
     """The instance's resolved ARQs, or None if Cyborg could not be read:
     the bind events still tell when they are resolved."""
     try:
-        return cyclient.get_arqs_for_instance(instance.uuid,
+        return cyclient.get_arqs_for_instance(arq_owner(instance),
                                               only_resolved=True)
     except exception.CyborgError as exc:
         LOG.warning('Could not read the accelerator requests before '
@@ -131,12 +132,12 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
     cyclient = nc_client.get_client(context)
     if arq_uuids is None:
         arq_uuids = [arq['uuid'] for arq in
-                     cyclient.get_arqs_for_instance(instance.uuid)]
+                     cyclient.get_arqs_for_instance(arq_owner(instance))]
     if not arq_uuids:
         return []
     arqs = _wait(virtapi, cyclient, instance, arq_uuids)
     if arqs is None:
-        arqs = cyclient.get_arqs_for_instance(instance.uuid)
+        arqs = cyclient.get_arqs_for_instance(arq_owner(instance))
     arqs = check_bound(arqs, arq_uuids)
     function_check.check(context, instance, arqs)
     LOG.info('Accelerator requests %s are bound', ','.join(arq_uuids),

@@ -30,6 +30,7 @@ from nova import objects
 from nova.scheduler.client import report
 
 from nova_cyborg import allocations
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import evacuate
 from nova_cyborg import exception
@@ -171,6 +172,8 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
             context, instance, hostname, cyclient, created))
         if bindings:
             cyclient.bind_arqs(bindings)
+            if bookkeeping.own_arqs(instance):
+                instance.save()
     except Exception as e:
         msg = _reason(e)
         LOG.error('Creating or binding accelerator requests on %(host)s '

@@ -33,6 +33,7 @@ from nova.scheduler.client import report
 from oslo_log import log as logging
 
 from nova_cyborg import allocations
+from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -164,7 +165,7 @@ def drop_attached(context, instance):
         # it created those of the new host: any the instance still has
         # are the new host's.
         here = {arq.get('uuid') for arq in
-                cyclient.get_arqs_for_instance(instance.uuid)}
+                cyclient.get_arqs_for_instance(arq_owner(instance))}
     except exception.CyborgError as e:
         LOG.warning('Could not check the attached accelerators on the new '
                     'host: %s', e, instance=instance)

@@ -28,6 +28,7 @@ from oslo_log import log as logging
 
 from nova import exception as nova_exception
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -59,7 +60,8 @@ def accelerator_allocations(context, instance):
         return {}
     try:
         cyclient = nc_client.get_client(context)
-        arqs = _bound_arqs(cyclient, instance.uuid, dp_name)
+        arqs = _bound_arqs(cyclient, bookkeeping.arq_owner(instance),
+                           dp_name)
         return _allocations(arqs, _profile_groups(cyclient, arqs))
     except (_CannotHeal, exception.CyborgError,
             nova_exception.DeviceProfileError) as e:

@@ -32,6 +32,8 @@ from oslo_log import log as logging
 
 # The bookkeeping moved to nova_cyborg.bookkeeping; its names stay
 # reachable here for the modules that still use them through move.
+from nova_cyborg.bookkeeping import arq_owner
+from nova_cyborg.bookkeeping import own_arqs
 from nova_cyborg.bookkeeping import ATTACHED_PREFIX  # noqa: F401
 from nova_cyborg.bookkeeping import attached_profiles  # noqa: F401
 from nova_cyborg.bookkeeping import DP_EXTRA_SPEC  # noqa: F401
@@ -98,7 +100,8 @@ def instance_arqs(context, instance):
     """
     if not has_accelerators(instance):
         return []
-    arqs = nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+    arqs = nc_client.get_client(context).get_arqs_for_instance(
+        arq_owner(instance))
     mine = on_host(instance, arqs)
     if len(mine) != len(arqs):
         LOG.warning('Leaving out accelerator requests bound to another '
@@ -135,6 +138,8 @@ def bind_and_wait(virtapi, context, instance, bindings):
         arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
                    'instance_uuid': instance.uuid}
         for arq_uuid, (rp_uuid, hostname) in bindings.items()})
+    if own_arqs(instance):
+        instance.save()
     return nc_compute.get_bound_arqs(virtapi, context, instance,
                                      list(bindings))
 
@@ -157,7 +162,7 @@ def park(context, instance, arqs):
 def _still_bound(context, instance):
     return {arq.get('uuid') for arq in
             nc_client.get_client(context).get_arqs_for_instance(
-                instance.uuid)
+                arq_owner(instance))
             if arq.get('state') == 'Bound'}
 
 
@@ -210,7 +215,8 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
     if not dp_name and not _profile(instance.flavor):
         retire(context, instance, [])
         return
-    arqs = nc_client.get_client(context).get_arqs_for_instance(instance.uuid)
+    arqs = nc_client.get_client(context).get_arqs_for_instance(
+        arq_owner(instance))
     # ARQs bound to another host are left over from an earlier failure.
     retire(context, instance, _foreign(instance, arqs, _hostnames(instance)))
     source_arqs = on_host(instance, arqs)
@@ -291,7 +297,7 @@ def undo_swap(virtapi, context, instance, migration):
                                 migration.source_node) if name}
     try:
         arqs = nc_client.get_client(context).get_arqs_for_instance(
-            instance.uuid)
+            arq_owner(instance))
         retire(context, instance, _foreign(instance, arqs, source))
         unpark(virtapi, context, instance,
                bound={arq.get('uuid') for arq in arqs

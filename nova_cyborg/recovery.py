@@ -44,6 +44,8 @@ import nova.conf
 
 from nova_cyborg import allocations
 from nova_cyborg import attach as nc_attach
+from nova_cyborg.bookkeeping import arq_owner
+from nova_cyborg.bookkeeping import own_arqs
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import function_check
@@ -77,11 +79,13 @@ def bind_and_poll(context, instance, bindings, clock=time.monotonic,
         arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
                    'instance_uuid': instance.uuid}
         for arq_uuid, (rp_uuid, hostname) in bindings.items()})
+    if own_arqs(instance):
+        instance.save()
     cyclient = nc_client.get_client(context)
     deadline = clock() + CONF.arq_binding_timeout
     pause = POLL_FIRST
     while True:
-        arqs = cyclient.get_arqs_for_instance(instance.uuid)
+        arqs = cyclient.get_arqs_for_instance(arq_owner(instance))
         states = {arq.get('uuid'): arq.get('state') for arq in arqs}
         if (all(states.get(u) in RESOLVED for u in bindings) or
                 clock() >= deadline):
@@ -107,7 +111,7 @@ def rebind_source(context, instance, migration):
     """
     source = _source(migration)
     arqs = nc_client.get_client(context).get_arqs_for_instance(
-        instance.uuid)
+        arq_owner(instance))
     move.retire(context, instance, [arq.get('uuid') for arq in arqs
                                     if arq.get('hostname') not in source])
     _unpark(context, instance, [arq for arq in arqs
@@ -162,7 +166,7 @@ def resize_migrating(manager, context, instance, migration):
 def _unaccounted(reportclient, context, instance, cyclient, rcs):
     """What the allocation holds of ``rcs`` beyond the instance's Bound
     ARQs (one unit of its group's resource class each)."""
-    bound = [arq for arq in cyclient.get_arqs_for_instance(instance.uuid)
+    bound = [arq for arq in cyclient.get_arqs_for_instance(arq_owner(instance))
              if arq.get('state') == 'Bound']
     expected = (heal._allocations(bound, heal._profile_groups(cyclient,
                                                               bound))
@@ -209,7 +213,7 @@ def _undo_attach(manager, context, instance):
     cyclient = nc_client.get_client(context)
     if move.parked(instance):
         _unpark(context, instance,
-                cyclient.get_arqs_for_instance(instance.uuid))
+                cyclient.get_arqs_for_instance(arq_owner(instance)))
     rcs = {rc for name in profiles for group in
            nc_client.get_device_profile_request_groups(context, name)
            for rc in group.resources}
@@ -230,7 +234,7 @@ def _finish_detach(manager, context, instance):
     the accelerators stay attached."""
     cyclient = nc_client.get_client(context)
     present = {arq.get('uuid')
-               for arq in cyclient.get_arqs_for_instance(instance.uuid)}
+               for arq in cyclient.get_arqs_for_instance(arq_owner(instance))}
     by_profile = {}
     for arq_uuid, profile in nc_attach.attached(instance):
         by_profile.setdefault(profile, []).append(arq_uuid)

@@ -62,7 +62,10 @@ def _unbound(instance):
 
 def _sweep_instance(cyclient, instance):
     """Delete the ARQs of one deleted server; return how many it had."""
-    bound = cyclient.get_arqs_for_instance(instance.uuid)
+    # Under either owner: a live migration may have stopped between the
+    # destination's bind (under the other owner) and its record.
+    bound = [arq for owner in bookkeeping.owners(instance.uuid)
+             for arq in cyclient.get_arqs_for_instance(owner)]
     if bound:
         cyclient.delete_arqs_for_instance(instance.uuid)
     unbound = _unbound(instance)

@@ -8,6 +8,7 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 from requests_mock.contrib import fixture as rm_fixture
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client
 from nova_cyborg import exception
 
@@ -203,11 +204,16 @@ class DeleteTest(ClientTestBase):
         self.client = client.get_client(self.context)
 
     def test_delete_for_instance(self):
-        self.requests.delete(ARQS + '?instance=' + uuids.inst,
-                             status_code=204)
+        # Those bound under the server's UUID and under its alias (where a
+        # live migration binds the destination's).
+        self.requests.delete(ARQS, status_code=204)
         self.client.delete_arqs_for_instance(uuids.inst)
-        self.assertEqual('service-token',
-                         self.requests.last_request.headers['X-Service-Token'])
+        self.assertEqual([[uuids.inst], [bookkeeping.alias(uuids.inst)]],
+                         [r.qs['instance']
+                          for r in self.requests.request_history])
+        for request in self.requests.request_history:
+            self.assertEqual('service-token',
+                             request.headers['X-Service-Token'])
 
     def test_delete_for_instance_failure_raises(self):
         self.requests.delete(ARQS, status_code=500)
@@ -258,8 +264,7 @@ class ContextWithoutTokenTest(ClientTestBase):
     def setUp(self):
         super().setUp()
         self.client = client.get_client(nova_context.get_admin_context())
-        self.requests.delete(ARQS + '?instance=' + uuids.inst,
-                             status_code=204)
+        self.requests.delete(ARQS, status_code=204)
 
     def test_service_user_stands_in(self):
         self.enable_service_token()
@@ -387,11 +392,13 @@ class ProjectTest(ClientTestBase):
             lambda: self.client.delete_arqs_strictly([uuids.a0]))
         for call in calls:
             call()
-            headers = self.requests.last_request.headers
+        for request in self.requests.request_history:
+            headers = request.headers
             self.assertEqual('service-token', headers['X-Auth-Token'])
             self.assertEqual('service-token', headers['X-Service-Token'])
             self.assertNotIn('OpenStack-API-Version', headers)
-        self.assertEqual(len(calls), self.requests.call_count)
+        # The delete by instance is one call per owner (server, alias).
+        self.assertEqual(len(calls) + 1, self.requests.call_count)
 
     def test_without_service_user_the_caller_reads(self):
         self.flags(send_service_user_token=False, auth_type=None,
@@ -601,7 +608,8 @@ class RetryPolicyTest(ClientTestBase):
             self.mark()
             self.requests.delete(ARQS, [failure, {'status_code': 204}])
             self.client.delete_arqs_for_instance(uuids.inst)
-            self.assertEqual(2, self.calls(), failure)
+            # Retried once, then the alias's delete.
+            self.assertEqual(3, self.calls(), failure)
 
     def test_delete_by_uuid_retried_after_a_lost_answer(self):
         # The first answer was lost after Cyborg deleted the ARQs: the
@@ -697,7 +705,8 @@ class RetryPolicyTest(ClientTestBase):
         self.mark()
         self.requests.delete(ARQS, [refused] * 6 + [{'status_code': 204}])
         self.client.delete_arqs_for_instance(uuids.inst)
-        self.assertEqual(7, self.calls())
+        # 7 for the server's own, 1 for its alias.
+        self.assertEqual(8, self.calls())
         self.mark()
         self.requests.post(ARQS, [refused, {
             'status_code': 201, 'json': {'arqs': [_arq(uuids.a0)]}}])

@@ -6,6 +6,7 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import conductor
 from nova_cyborg import exception
 from tests.unit import test_client
@@ -140,11 +141,12 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.instance.vm_state = vm_states.SHELVED_OFFLOADED
         self.requests.patch(ARQS, status_code=202)
         self.call()
-        self.assertEqual(('DELETE', None), self.methods()[0])
-        self.assertEqual([uuids.inst],
-                         self.requests.request_history[0].qs['instance'])
+        self.assertEqual([('DELETE', None)] * 2, self.methods()[:2])
+        self.assertEqual([[uuids.inst], [bookkeeping.alias(uuids.inst)]],
+                         [r.qs['instance']
+                          for r in self.requests.request_history[:2]])
         self.assertEqual([('POST', None), ('PATCH', None)],
-                         self.methods()[1:])
+                         self.methods()[2:])
 
     def test_leftover_delete_failure_fails_the_unshelve(self):
         self.instance.vm_state = vm_states.SHELVED_OFFLOADED
