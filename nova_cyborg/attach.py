@@ -42,6 +42,7 @@ from oslo_utils import excutils
 
 from nova_cyborg import allocations
 from nova_cyborg.bookkeeping import arq_owner
+from nova_cyborg.bookkeeping import attached
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -83,12 +84,6 @@ def _task(instance, task_state):
             # Deleted meanwhile (a delete is allowed in any task state).
             LOG.info('Not clearing task state %(state)s: %(err)s',
                      {'state': task_state, 'err': e}, instance=instance)
-
-
-def attached(instance):
-    """[(arq_uuid, device profile)] of the accelerators attached."""
-    return [tuple(entry.split(' ', 1))
-            for entry in move.entries(instance, ATTACHED_PREFIX)]
 
 
 def added_allocations(instance, profile):

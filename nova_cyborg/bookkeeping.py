@@ -68,6 +68,13 @@ def parked(instance):
             for entry in entries(instance, PARKED_PREFIX)]
 
 
+def attached(instance):
+    """[(arq_uuid, device profile)] of the accelerators attached with
+    addAccelerator (nova_cyborg.attach)."""
+    return [tuple(entry.split(' ', 1))
+            for entry in entries(instance, ATTACHED_PREFIX)]
+
+
 def attached_profiles(instance):
     """The device profiles attached with addAccelerator (nova_cyborg.attach).
     """

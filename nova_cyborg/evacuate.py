@@ -33,6 +33,7 @@ from nova.scheduler.client import report
 from oslo_log import log as logging
 
 from nova_cyborg import allocations
+from nova_cyborg import bookkeeping
 from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
@@ -57,12 +58,6 @@ def _record(context, instance, message, host):
                     '%(err)s', {'ev': EVENT, 'err': e}, instance=instance)
 
 
-def _attached(instance):
-    """[(arq_uuid, device profile)] of the accelerators attached."""
-    return [tuple(entry.split(' ', 1))
-            for entry in move.entries(instance, move.ATTACHED_PREFIX)]
-
-
 def _reason(exc):
     if hasattr(exc, 'format_message'):
         return exc.format_message()
@@ -78,7 +73,8 @@ def _evacuating(instance, hostname):
 def carries(instance, hostname):
     """True if the instance is evacuated to ``hostname`` with accelerators
     attached with addAccelerator."""
-    return _evacuating(instance, hostname) and bool(_attached(instance))
+    return (_evacuating(instance, hostname) and
+            bool(bookkeeping.attached(instance)))
 
 
 def _claim(context, reportclient, instance, tree_uuid, profile):
@@ -106,7 +102,7 @@ def attached_bindings(context, instance, hostname, cyclient, created):
     """
     if not carries(instance, hostname):
         return {}
-    attached = _attached(instance)
+    attached = bookkeeping.attached(instance)
     tree_uuid = objects.ComputeNode.get_by_nodename(context, hostname).uuid
     reportclient = report.report_client_singleton()
     bindings, arq_entries, alloc_entries, dropped = {}, [], [], []
@@ -156,7 +152,7 @@ def drop_attached(context, instance):
     ARQs Cyborg cannot delete now are retired: deleted at the server's
     next move, or with it.
     """
-    attached = _attached(instance)
+    attached = bookkeeping.attached(instance)
     if not attached:
         return
     cyclient = nc_client.get_client(context)

@@ -45,6 +45,7 @@ import nova.conf
 from nova_cyborg import allocations
 from nova_cyborg import attach as nc_attach
 from nova_cyborg.bookkeeping import arq_owner
+from nova_cyborg.bookkeeping import attached
 from nova_cyborg.bookkeeping import own_arqs
 from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
@@ -199,7 +200,7 @@ def _undo_attach(manager, context, instance):
     before the allocation changed) or from the ARQs recorded."""
     done = {entry.split(' ', 1)[0]
             for entry in move.entries(instance, rpc.ALLOC_PREFIX)}
-    pending = [(u, p) for u, p in nc_attach.attached(instance)
+    pending = [(u, p) for u, p in attached(instance)
                if p not in done]
     profiles = {p for _u, p in pending}
     profile = _attaching(instance)
@@ -236,7 +237,7 @@ def _finish_detach(manager, context, instance):
     present = {arq.get('uuid')
                for arq in cyclient.get_arqs_for_instance(arq_owner(instance))}
     by_profile = {}
-    for arq_uuid, profile in nc_attach.attached(instance):
+    for arq_uuid, profile in attached(instance):
         by_profile.setdefault(profile, []).append(arq_uuid)
     gone = sorted(p for p, arq_uuids in by_profile.items()
                   if not present & set(arq_uuids))
