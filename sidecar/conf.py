@@ -139,7 +139,13 @@ PCI_OPTS = [
                          'names unless standard), ``physical_function`` '
                          '(true: report PFs; false (default): report VFs '
                          'of matched PFs, or the function itself when it '
-                         'has none). May be repeated.'),
+                         'has none), ``live_migratable`` (true, or '
+                         '``"yes"`` as in Nova\'s own option: the functions\' '
+                         'driver supports VFIO migration; the device\'s '
+                         'provider gets the trait ``HW_PCI_LIVE_MIGRATABLE`` '
+                         'and a server using it may be live migrated; false '
+                         '(default): such a server is refused live '
+                         'migration). May be repeated.'),
 ]
 
 GPU_OPTS = [
@@ -148,6 +154,17 @@ GPU_OPTS = [
                 help='mdev types (for example ``nvidia-35``) the ``gpu`` '
                      'driver offers as VGPU. A GPU with none of these '
                      'types is offered whole, as PGPU.'),
+    cfg.ListOpt('live_migratable_mdev_types',
+                default=[],
+                help='Those of ``enabled_mdev_types`` whose vendor driver '
+                     'supports VFIO migration of the mdev\'s device state '
+                     '(check the vendor\'s documentation for the driver '
+                     'version the host runs). The VGPU provider of a GPU '
+                     'offering one of them gets the trait '
+                     '``HW_PCI_LIVE_MIGRATABLE``, and a server using it may '
+                     'be live migrated to a host offering the same type. '
+                     'Empty (the default): servers with vGPUs are refused '
+                     'live migration.'),
     cfg.ListOpt('device_selector',
                 default=[],
                 help='The GPUs the ``gpu`` driver may report: each item is '

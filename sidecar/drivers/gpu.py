@@ -12,7 +12,9 @@ Only the GPUs ``[gpu] device_selector`` selects are reported (none without
 it), and never the host's own display (a VGA controller with ``boot_vga``
 1) or a BMC's display controller (ASPEED, Matrox). A VGPU whose function
 loses ``mdev_supported_types`` (its vendor driver unloaded) is still
-reported as it was, and its health check finds it unhealthy.
+reported as it was, and its health check finds it unhealthy. A VGPU of
+one of ``[gpu] live_migratable_mdev_types`` carries
+``HW_PCI_LIVE_MIGRATABLE`` (its vendor driver supports VFIO migration).
 """
 
 import dataclasses
@@ -106,6 +108,8 @@ class GpuDriver(base.DiscoveryDriver):
     def __init__(self, conf, source):
         super().__init__(conf, source)
         self.enabled_types = list(conf.gpu.enabled_mdev_types)
+        self.migratable_types = frozenset(
+            conf.gpu.live_migratable_mdev_types)
         self.selectors = parse_selectors(conf.gpu.device_selector)
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
@@ -163,6 +167,11 @@ class GpuDriver(base.DiscoveryDriver):
                     self.problems.warning(
                         '[gpu] enabled_mdev_types names %s, which no GPU of '
                         'this host offers; check the name', type_id)
+            for type_id in sorted(self.migratable_types -
+                                  set(self.enabled_types)):
+                self.problems.warning(
+                    '[gpu] live_migratable_mdev_types names %s, which is not '
+                    'in [gpu] enabled_mdev_types: ignored', type_id)
         return devices
 
     def health(self, device):
@@ -190,12 +199,14 @@ class GpuDriver(base.DiscoveryDriver):
                     'and none created (is another type in use?)',
                     function.address, mdev_type.type_id)
                 return None
+            traits = {os_traits.OWNER_CYBORG, gpu_trait(function, mdev_type)}
+            if mdev_type.type_id in self.migratable_types:
+                traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
             deployable = model.Deployable(
                 name=function.address,
                 resource_class=orc.VGPU,
                 num_accelerators=mdev_type.capacity,
-                traits=tuple(sorted((os_traits.OWNER_CYBORG,
-                                     gpu_trait(function, mdev_type)))),
+                traits=tuple(sorted(traits)),
                 attach_handles=tuple(
                     model.AttachHandle('MDEV', function.address,
                                        mdev_type.type_id, instance=index)

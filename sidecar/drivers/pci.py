@@ -5,7 +5,9 @@ Deployable. With ``physical_function: true`` the function itself is the
 attach handle; otherwise its VFs are (all of them when the spec matches
 the PF, else the VFs the spec matches), or the function itself when it
 has no VF. The first spec, in configuration order, that selects something
-under a PF wins.
+under a PF wins. With ``live_migratable: true`` the deployable carries
+``HW_PCI_LIVE_MIGRATABLE``: its functions' driver supports VFIO migration,
+and a server using them may be live migrated.
 """
 
 import dataclasses
@@ -17,6 +19,7 @@ import os_resource_classes as orc
 import os_traits
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
+from oslo_utils import strutils
 
 from sidecar.drivers import base
 from sidecar import exception
@@ -27,7 +30,7 @@ LOG = logging.getLogger(__name__)
 
 OPTION = '[pci] device_spec'
 _KEYS = frozenset(('vendor_id', 'product_id', 'address', 'resource_class',
-                   'traits', 'physical_function'))
+                   'traits', 'physical_function', 'live_migratable'))
 _ID = re.compile(r'^(?:0x)?[0-9a-f]{1,4}$')
 _GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
 _LEGAL = re.compile(r'^[A-Z0-9_]+$')
@@ -83,6 +86,20 @@ def _name(entry, key, value, normalize):
     return name
 
 
+def _boolean(entry, spec, key, strings=False):
+    value = spec.get(key, False)
+    if strings and isinstance(value, str):
+        # As Nova's own [pci] device_spec reads it: "yes", "no", "true"...
+        try:
+            return strutils.bool_from_string(value, strict=True)
+        except ValueError:
+            pass
+    if not isinstance(value, bool):
+        raise _invalid(entry, '%s %r is not true or false%s' % (
+            key, value, ' (nor "yes" or "no")' if strings else ''))
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceSpec:
     """One validated ``[pci] device_spec`` entry."""
@@ -92,6 +109,7 @@ class DeviceSpec:
     resource_class: str = 'CUSTOM_PCI'
     traits: tuple = ()
     physical_function: bool = False
+    live_migratable: bool = False
 
     @classmethod
     def parse(cls, text):
@@ -124,10 +142,9 @@ class DeviceSpec:
         traits = spec.get('traits', [])
         if not isinstance(traits, list):
             raise _invalid(entry, 'traits %r is not a list' % (traits,))
-        physical_function = spec.get('physical_function', False)
-        if not isinstance(physical_function, bool):
-            raise _invalid(entry, 'physical_function %r is not true or '
-                                  'false' % (physical_function,))
+        physical_function = _boolean(entry, spec, 'physical_function')
+        live_migratable = _boolean(entry, spec, 'live_migratable',
+                                   strings=True)
         return cls(
             vendor_id=_hex_id(entry, spec, 'vendor_id'),
             product_id=_hex_id(entry, spec, 'product_id'),
@@ -137,7 +154,8 @@ class DeviceSpec:
                                  resource_class_name),
             traits=tuple(sorted({_name(entry, 'trait', t, trait_name)
                                  for t in traits})),
-            physical_function=physical_function)
+            physical_function=physical_function,
+            live_migratable=live_migratable)
 
     def matches(self, function):
         return (self.vendor_id in ('*', function.vendor_id) and
@@ -202,6 +220,8 @@ class PciDriver(base.DiscoveryDriver):
     def _device(self, root, spec, handles):
         traits = {os_traits.OWNER_CYBORG}
         traits.update(spec.traits)
+        if spec.live_migratable:
+            traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
         for function in handles:
             traits.update(pci_traits(function))
         deployable = model.Deployable(

@@ -71,6 +71,36 @@ class GpuDriverTest(simhost.SimHostTestCase):
         self.assertFalse(self.driver.claims(NIC))
         self.assertEqual([], self.warnings())
 
+    def test_live_migratable_types(self):
+        self.config.config(group='gpu',
+                           live_migratable_mdev_types=['nvidia-223'])
+        devices = self._devices('nvidia-223', 'nvidia-18')
+        self.assertEqual(
+            ('CUSTOM_NVIDIA_1EB8_T4_2B', 'HW_PCI_LIVE_MIGRATABLE',
+             'OWNER_CYBORG'), devices[T4].deployables[0].traits)
+        self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                         devices[M60].deployables[0].traits)
+        self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                         devices[OTHER].deployables[0].traits)
+        self.assertEqual([], self.warnings())
+
+    def test_live_migratable_type_of_another_gpu_only(self):
+        # The trait follows the type a GPU offers, not the GPU's other ones.
+        self.config.config(group='gpu',
+                           live_migratable_mdev_types=['nvidia-222'])
+        devices = self._devices('nvidia-223', 'nvidia-222')
+        self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                         devices[T4].deployables[0].traits)
+
+    def test_live_migratable_type_not_enabled(self):
+        self.config.config(group='gpu',
+                           live_migratable_mdev_types=['nvidia-18'])
+        devices = self._devices('nvidia-223')
+        self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                         devices[M60].deployables[0].traits)
+        self.assertOneWarning('live_migratable_mdev_types names nvidia-18',
+                              'not in [gpu] enabled_mdev_types')
+
     def test_first_enabled_type_wins(self):
         devices = self._devices('nvidia-222', 'nvidia-223')
         self.assertEqual('nvidia-222', devices[T4].deployables[0]

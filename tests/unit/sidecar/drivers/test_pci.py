@@ -94,6 +94,29 @@ class PciDriverTest(simhost.SimHostTestCase):
         self.assertEqual(['CUSTOM_FIRST'], [
             d.deployables[0].resource_class for d in devices.values()])
 
+    def test_live_migratable(self):
+        # Nova's own [pci] device_spec reads "yes"/"no" as well as booleans.
+        for value in (True, 'yes', 'true', 'True'):
+            _, devices = self._discover(
+                {'vendor_id': '8086', 'live_migratable': value},
+                {'vendor_id': '15b3'})
+            self.assertIn('HW_PCI_LIVE_MIGRATABLE',
+                          devices[PF].deployables[0].traits, value)
+            self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                             devices[OTHER_PF].deployables[0].traits)
+        for value in (False, 'no', 'false'):
+            _, devices = self._discover(
+                {'vendor_id': '8086', 'live_migratable': value})
+            self.assertNotIn('HW_PCI_LIVE_MIGRATABLE',
+                             devices[PF].deployables[0].traits, value)
+
+    def test_live_migratable_and_physical_function(self):
+        _, devices = self._discover(
+            {'address': PF, 'physical_function': True,
+             'live_migratable': True})
+        self.assertIn('HW_PCI_LIVE_MIGRATABLE',
+                      devices[PF].deployables[0].traits)
+
     def test_nothing_configured(self):
         driver, devices = self._discover()
         self.assertEqual({}, devices)
@@ -119,7 +142,11 @@ class PciDriverTest(simhost.SimHostTestCase):
                 ({'traits': ['']}, 'trait'),
                 ({'traits': ['---']}, 'no usable name'),
                 ({'resource_class': 5}, 'resource_class'),
-                ({'physical_function': 'yes'}, 'physical_function')):
+                ({'physical_function': 'yes'}, 'physical_function'),
+                ({'live_migratable': 'maybe'},
+                 "live_migratable 'maybe' is not true or false"),
+                ({'live_migratable': 1}, 'live_migratable 1'),
+                ({'live_migratable': None}, 'live_migratable None')):
             ex = self.assertRaises(exception.InvalidArgument,
                                    self._driver, spec)
             self.assertIn('[pci] device_spec', str(ex))
