@@ -61,7 +61,12 @@ resize = true
 # AdminColdMigrationTest moves it as an admin of another project, then the
 # owner confirms or deletes it.
 cold_migration = true
-live_migration = false
+# Live migration hands the domain from one simulated host to the other
+# through their shared domain directory (localcloud.migration). Each host
+# has its own instances_path (no shared storage): block migration, which
+# copies no disk here (the hosts write none).
+live_migration = true
+block_migration_for_live_migration = true
 shelve = true
 suspend = true
 pause = true
@@ -111,6 +116,12 @@ fpga_sysfs_dir = {hosts_dir}
 
 [accelerator]
 region = {region}
+
+[cyborg_policy]
+# Cyborg runs with [oslo_policy] enforce_new_defaults (localcloud.configs):
+# cyborg-tempest-plugin's SRBAC classes run, and its API tests use the
+# reader, member and manager personas instead of the admin.
+enforce_new_defaults = true
 """
 
 

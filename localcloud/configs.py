@@ -174,7 +174,10 @@ def compute(layout, host):
     deletes it locally) is reaped by nova-compute once the host is back:
     Nova's default action, checked every 10 s, first within 5 s of the
     start instead of Nova's 60 s herd delay (two hosts, no herd)."""
-    os.makedirs(layout.path('hosts', host, 'nova'), exist_ok=True)
+    # instances_path exists before a live migration's first check of
+    # shared storage (a temporary file in the destination's).
+    os.makedirs(layout.path('hosts', host, 'nova', 'instances'),
+                exist_ok=True)
     return _write(layout.path('etc', 'nova', host + '.conf'), """
 [DEFAULT]
 host = {host}
@@ -198,6 +201,13 @@ transport_url = {transport}
 api_paste_config = {d}/api-paste.ini
 [database]
 connection = {db}
+[oslo_policy]
+# Cyborg's secure RBAC defaults (Cyborg 17 itself defaults to the legacy
+# rules): project reader/member/manager personas, the service role may
+# write ARQs. oslo.policy 4.5+ always enforces the rules' scope_types (no
+# enforce_scope option left): a system-scoped token gets 403 on every
+# Cyborg API, all of which are project-scoped.
+enforce_new_defaults = true
 """.format(transport=layout.transport_url, db=layout.db_url('cyborg'), d=d)
         + _authtoken(layout, 'cyborg')
         + _auth(layout, 'cyborg', 'placement')
