@@ -116,12 +116,6 @@ fpga_sysfs_dir = {hosts_dir}
 
 [accelerator]
 region = {region}
-
-[cyborg_policy]
-# Cyborg runs with [oslo_policy] enforce_new_defaults (localcloud.configs):
-# cyborg-tempest-plugin's SRBAC classes run, and its API tests use the
-# reader, member and manager personas instead of the admin.
-enforce_new_defaults = true
 """
 
 

@@ -201,13 +201,6 @@ transport_url = {transport}
 api_paste_config = {d}/api-paste.ini
 [database]
 connection = {db}
-[oslo_policy]
-# Cyborg's secure RBAC defaults (Cyborg 17 itself defaults to the legacy
-# rules): project reader/member/manager personas, the service role may
-# write ARQs. oslo.policy 4.5+ always enforces the rules' scope_types (no
-# enforce_scope option left): a system-scoped token gets 403 on every
-# Cyborg API, all of which are project-scoped.
-enforce_new_defaults = true
 """.format(transport=layout.transport_url, db=layout.db_url('cyborg'), d=d)
         + _authtoken(layout, 'cyborg')
         + _auth(layout, 'cyborg', 'placement')
