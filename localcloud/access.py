@@ -116,6 +116,12 @@ fpga_sysfs_dir = {hosts_dir}
 
 [accelerator]
 region = {region}
+
+[cyborg_policy]
+# Cyborg runs with [oslo_policy] enforce_new_defaults (localcloud.configs):
+# cyborg-tempest-plugin's SRBAC classes run, and its API tests use the
+# reader, member and manager personas instead of the admin.
+enforce_new_defaults = true
 """
 
 
@@ -150,8 +156,12 @@ def write_tempest(layout, image, flavor):
     workspace = layout.path('tempest')
     os.makedirs(os.path.join(workspace, 'etc'), exist_ok=True)
     test_path = _tempest_test_path()
+    # As "tempest init" writes it: a class's tests run in one worker, so
+    # that its class fixtures (cyborg-tempest-plugin's SRBAC classes create
+    # device profiles with fixed names) are set up once, not per worker.
     _write(os.path.join(workspace, '.stestr.conf'),
-           '[DEFAULT]\ntest_path=%s\ntop_dir=%s\n' % (
+           '[DEFAULT]\ntest_path=%s\ntop_dir=%s\n'
+           'group_regex=([^\\.]*\\.)*\n' % (
                test_path, os.path.dirname(os.path.dirname(test_path))))
     return _write(os.path.join(workspace, 'etc', 'tempest.conf'),
                   TEMPEST_CONF.format(
