@@ -3,7 +3,8 @@
 The build and rebuild hooks wait for and check the ARQs' binding and say
 why a build failed; the delete hooks release the ARQs of deleted servers;
 the move hooks (resize, cold migration, evacuation) swap a server's ARQs
-between its source and destination hosts.
+between its source and destination hosts; the live migration hooks
+(patch 0020b) end a live migration's accelerators on its source.
 """
 
 from nova import exception as nova_exception
@@ -12,6 +13,7 @@ from nova_cyborg import bookkeeping
 from nova_cyborg import cleanup
 from nova_cyborg import compute
 from nova_cyborg import evacuate
+from nova_cyborg import live_migration_compute
 from nova_cyborg import move
 from nova_cyborg import recovery
 from nova_cyborg import rpc
@@ -216,3 +218,25 @@ def after_evacuation(context, instance):
     says so. Never raises.
     """
     evacuate.drop_attached(context, instance)
+
+
+# Live migration (patch 0020b).
+
+def live_migration_succeeded(context, instance):
+    """Called by ``ComputeManager._post_live_migration()`` on the source,
+    before the destination is told to take the guest over: the source's
+    ARQs go and the destination's become the server's. Never raises;
+    nothing for a server without accelerators.
+    """
+    if bookkeeping.has_accelerators(instance):
+        live_migration_compute.succeeded(context, instance)
+
+
+def live_migration_rolled_back(context, instance):
+    """Called by ``ComputeManager._rollback_live_migration()`` on the
+    source (failed, aborted, or the destination died): the destination's
+    ARQs go, the source's are checked to be still Bound here. Never raises;
+    nothing for a server without accelerators.
+    """
+    if bookkeeping.has_accelerators(instance):
+        live_migration_compute.rolled_back(context, instance)

@@ -1,11 +1,12 @@
-"""Hooks of ``nova.conductor.manager`` and ``nova.conductor.tasks.migrate``
-(patches 0002 and 0007).
+"""Hooks of ``nova.conductor.manager``, ``nova.conductor.tasks.migrate``
+and ``nova.conductor.tasks.live_migrate`` (patches 0002, 0007 and 0020a).
 """
 
 from nova.compute import vm_states
 
 from nova_cyborg import bookkeeping
 from nova_cyborg import conductor
+from nova_cyborg import live_migration
 from nova_cyborg import move
 
 
@@ -117,3 +118,46 @@ def add_profile_groups(context, request_spec, flavor):
     :param flavor: the nova.objects.Flavor the server moves to.
     """
     move.add_profile_groups(context, request_spec, flavor)
+
+
+# Live migration (patch 0020a).
+
+def refuse_forced_live_migration(instance, destination):
+    """Called by ``LiveMigrationTask._execute()`` before anything changes.
+
+    :param destination: the forced destination host, or None (the
+        scheduler chooses, with or without ``--host``).
+    :raises: MigrationPreCheckError for a server with accelerators and a
+        forced destination; nothing for any other server.
+    """
+    live_migration.refuse_forced(instance, destination)
+
+
+def add_live_migration_profile_groups(context, request_spec, instance):
+    """Called by ``LiveMigrationTask._get_request_spec_for_select_
+    destinations()`` after the request spec's PCI groups: the scheduler
+    is asked for the flavor's device profile on live-migratable providers.
+    Nothing for a server without a device profile.
+    """
+    live_migration.add_profile_groups(context, request_spec,
+                                      instance.flavor)
+
+
+def bind_live_migration_arqs(context, instance, migration, request_spec):
+    """Called by ``LiveMigrationTask._execute()`` once the destination is
+    chosen and checked, before the source compute is asked to migrate.
+
+    :returns: the UUIDs of the destination's bound ARQs ([] for a server
+        without accelerators).
+    :raises: MigrationPreCheckError saying why, after deleting them.
+    """
+    return live_migration.bind_destination(context, instance, migration,
+                                           request_spec)
+
+
+def live_migration_task_rollback(context, instance):
+    """Called by ``LiveMigrationTask.rollback()``: the destination's ARQs
+    go. Never raises; nothing for a server without accelerators.
+    """
+    if bookkeeping.has_accelerators(instance):
+        live_migration.forget_destination(context, instance)

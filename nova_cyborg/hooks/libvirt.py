@@ -9,6 +9,8 @@ host reboot, the end of a resize and of its revert), what
 validates that data and never calls Cyborg.
 """
 
+from nova_cyborg import bookkeeping
+from nova_cyborg import live_migration_compute
 from nova_cyborg import move
 from nova_cyborg.virt import libvirt as nc_libvirt
 
@@ -92,3 +94,37 @@ def accelerators_after_move(driver, context, instance, mdevs):
     mdevs.extend(mdev for mdev in driver._allocate_cyborg_mdevs(arqs)
                  if mdev not in mdevs)
     return arqs, mdevs
+
+
+def live_migration_source_mdevs(driver, context, instance, dest_check_data,
+                                instance_mdevs):
+    """Called by ``LibvirtDriver.check_can_live_migrate_source()`` (patch
+    0020c) with the guest's mdevs, before Nova's own vGPU checks.
+
+    :param dest_check_data: the destination's LibvirtLiveMigrateData.
+    :param instance_mdevs: {mdev uuid: instance uuid} of the guest.
+    :returns: ``instance_mdevs`` without Cyborg's mdevs; unchanged for a
+        server without accelerators.
+    :raises: MigrationPreCheckError (post-copy permitted, libvirt or QEMU
+        too old for the accelerators, accelerators not Bound here).
+    """
+    if not bookkeeping.has_accelerators(instance):
+        return instance_mdevs
+    return live_migration_compute.source_check(
+        driver, context, instance, dest_check_data, instance_mdevs)
+
+
+def pre_live_migration(driver, context, instance, migrate_data):
+    """Called by ``LibvirtDriver.pre_live_migration()`` on the destination
+    before it returns (patch 0020c).
+
+    :returns: ``migrate_data`` with the accelerators' PCI addresses and
+        mdev UUIDs remapped (``pci_dev_map_src_dst``, ``target_mdevs``) and
+        the destination's mdevs created; unchanged for a server without
+        accelerators.
+    :raises: MigrationError saying why the accelerators cannot move here.
+    """
+    if not bookkeeping.has_accelerators(instance):
+        return migrate_data
+    return live_migration_compute.pre_live_migration(
+        driver, context, instance, migrate_data)
