@@ -12,10 +12,26 @@ work is allowed, and what it cannot do is refused with a message that
 says why and what to do instead. A move is also refused (HTTP 409) when
 a host it needs does not report that it runs nova-cyborg
 (:mod:`nova_cyborg.capability`).
+
+Live migration is allowed when every ARQ of the server (the flavor's and
+the attached ones, under the UUID that holds them now:
+:func:`nova_cyborg.bookkeeping.arq_owner`) is bound to a device whose
+provider has the trait ``HW_PCI_LIVE_MIGRATABLE`` in Placement (the
+sidecar sets it for devices whose driver supports VFIO migration), none
+was attached with addAccelerator (only the flavor's device profile is
+bound on the destination) and the destination is not forced. Anything
+else is refused (HTTP 400) naming the ARQ, its device profile, the device
+and the host, before any state changes.
 """
 
 import inspect
 
+from keystoneauth1 import exceptions as ks_exc
+from nova import exception as nova_exception
+from nova.scheduler.client import report as placement_report
+import os_traits
+
+from nova_cyborg import bookkeeping
 from nova_cyborg import capability
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
@@ -25,7 +41,11 @@ from nova_cyborg import move
 DP_EXTRA_SPEC = 'accel:device_profile'
 
 #: Decorated ``nova.compute.api.API`` methods this integration supports.
-SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
+SUPPORTED = frozenset(['evacuate', 'live_migrate', 'rebuild', 'resize',
+                       'shelve', 'suspend'])
+
+#: The trait of a device provider whose functions support VFIO migration.
+LIVE_MIGRATABLE = os_traits.HW_PCI_LIVE_MIGRATABLE
 
 #: Actions that would lose accelerators attached with addAccelerator:
 #: only the flavor's device profile follows a server that is rebuilt,
@@ -33,13 +53,7 @@ SUPPORTED = frozenset(['evacuate', 'rebuild', 'resize', 'shelve', 'suspend'])
 #: server takes what was attached along, nova_cyborg.evacuate.)
 _NOT_WITH_ATTACHED = frozenset(['rebuild', 'resize', 'shelve'])
 
-_REFUSALS = {
-    'live_migrate': _(
-        'Live migration of a server with accelerators is not supported: the '
-        'state of a device passed through to the guest (a PCI function or a '
-        'mediated device) cannot be copied to another host while the guest '
-        'runs. Cold migrate the server instead (openstack server migrate).'),
-}
+_REFUSALS = {}
 
 
 def check_operation(operation, instance):
@@ -75,7 +89,100 @@ def check_hosts(context, func, instance, *args, **kwargs):
         return
     arguments = inspect.signature(func).bind(
         None, context, instance, *args, **kwargs).arguments
+    if func.__name__ == 'live_migrate':
+        check_live_migration(context, instance, arguments.get('host_name'),
+                             arguments.get('force'))
     capability.check_hosts(context, func.__name__, instance, arguments)
+
+
+def _refuse_live_migration(reason):
+    raise exception.OperationRefused(reason=_(
+        'Live migration of this server with accelerators is refused: %s'
+    ) % reason)
+
+
+def check_live_migration(context, instance, host_name, force):
+    """Refuse a live migration whose devices cannot move.
+
+    :param host_name: the destination the caller named, or None.
+    :param force: the API's ``force`` (True: the destination is forced,
+        microversions 2.30 to 2.67; None below 2.30, where a named host
+        is forced too; False: the scheduler checks the named host).
+    :raises: OperationRefused (HTTP 400) naming what blocks it.
+    """
+    if host_name and force is not False:
+        _refuse_live_migration(_(
+            'the destination host %s is forced. The scheduler must choose '
+            'the devices on the destination, and Nova refuses forced live '
+            'migrations of servers whose allocations span several resource '
+            'providers. Name the host without forcing it (API microversion '
+            '2.68 or later, or "force": false).') % host_name)
+    try:
+        arqs = nc_client.get_client(context).get_arqs_for_instance(
+            bookkeeping.arq_owner(instance))
+    except exception.CyborgError as e:
+        _refuse_live_migration(_(
+            'its accelerator requests could not be read from Cyborg (%s). '
+            'Try again later.') % e.format_message())
+    if not arqs:
+        _refuse_live_migration(_(
+            'Cyborg holds no accelerator request for it: its devices are '
+            'not in place.'))
+    placement = placement_report.report_client_singleton()
+    blocking = []
+    for arq in sorted(arqs, key=lambda arq: arq.get('uuid') or ''):
+        if arq.get('state') != 'Bound' or not arq.get('device_rp_uuid'):
+            blocking.append(_(
+                'accelerator request %(arq)s (device profile %(dp)s) is '
+                '%(state)s, not bound to a device') % {
+                    'arq': arq.get('uuid'),
+                    'dp': arq.get('device_profile_name'),
+                    'state': arq.get('state')})
+            continue
+        rp_uuid = arq['device_rp_uuid']
+        try:
+            traits = placement.get_provider_traits(context, rp_uuid).traits
+            if LIVE_MIGRATABLE in traits:
+                continue
+            device = _provider_name(context, placement, rp_uuid)
+        except (nova_exception.NovaException, ks_exc.ClientException) as e:
+            _refuse_live_migration(_(
+                'the traits of device %(rp)s could not be read from '
+                'Placement (%(error)s). Try again later.') % {
+                    'rp': rp_uuid, 'error': e})
+        blocking.append(_(
+            'accelerator request %(arq)s (device profile %(dp)s) uses device '
+            '%(device)s on host %(host)s, whose resource provider does not '
+            'have trait %(trait)s') % {
+                'arq': arq['uuid'], 'dp': arq.get('device_profile_name'),
+                'device': device, 'host': arq.get('hostname'),
+                'trait': LIVE_MIGRATABLE})
+    if blocking:
+        _refuse_live_migration(_(
+            '%(blocking)s. Only devices whose driver supports VFIO migration '
+            'can move with a running guest; the host\'s nova-cyborg sidecar '
+            'marks them ([pci] device_spec "live_migratable", [gpu] '
+            'live_migratable_mdev_types). Cold migrate the server instead '
+            '(openstack server migrate).') % {
+                'blocking': '; '.join(blocking)})
+    attached = bookkeeping.attached_profiles(instance)
+    if attached:
+        # The conductor binds the destination's ARQs for the flavor's
+        # device profile only (nova_cyborg.live_migration).
+        _refuse_live_migration(_(
+            'the accelerators attached with addAccelerator (device profiles '
+            '%s) are not live-migrated. Detach them first '
+            '(removeAccelerator), or cold migrate the server instead '
+            '(openstack server migrate).') % ', '.join(attached))
+
+
+def _provider_name(context, placement, rp_uuid):
+    """The name of a provider (the deployable's), or its UUID if gone."""
+    resp = placement.get('/resource_providers/%s' % rp_uuid,
+                         version='1.14', global_request_id=context.global_id)
+    if not resp:
+        return rp_uuid
+    return resp.json().get('name') or rp_uuid
 
 
 def check_new_flavor(context, flavor):
