@@ -1,10 +1,11 @@
 """nova-api refuses a live migration whose devices cannot move (#16).
 
-A device can move with a running guest only when its provider carries
-``HW_PCI_LIVE_MIGRATABLE`` (the sidecar sets it from its configuration,
-:mod:`tests.functional.test_sidecar_live_migratable`). A cloud admin's
-live migration of an owner's server using any other device, the flavor's
-or one attached with addAccelerator, is refused with HTTP 400 naming the
+A device (a VF, a vGPU) can move with a running guest only when its
+provider carries ``HW_PCI_LIVE_MIGRATABLE`` (the sidecar sets it from its
+configuration, :mod:`tests.functional.test_sidecar_live_migratable`). A
+cloud admin's live migration of an owner's server using any other device
+(an FPGA VF, a VF or a vGPU type not marked), the flavor's or one
+attached with addAccelerator, is refused with HTTP 400 naming the
 ARQ, its device profile, the device and the host; so is a forced
 destination. Nothing changes: the server stays ACTIVE on its host with the
 same ARQs and allocation, no migration record and no live-migration
@@ -160,3 +161,35 @@ class LiveMigrationRefusedPciTest(RefusalChecks, base.AcceleratorTestBase):
         self.assert_refused(
             {'host': 'compute2', 'block_migration': 'auto'},
             'the destination host compute2 is forced', api=api)
+
+
+class LiveMigrationRefusedVgpuTest(base.AcceleratorTestBase):
+    """A vGPU of a type not in ``[gpu] live_migratable_mdev_types``."""
+
+    def test_vgpu_type_not_marked(self):
+        self.start_accel_compute('compute1', num_mdevcap=1, drivers=('gpu',),
+                                 mdev_types=('nvidia-11',))
+        (gpu,) = [f.address for f in self.hosts['compute1'].functions
+                  .values() if f.mdev_types]
+        dp, flavor = self.create_profile_flavor([{'resources:VGPU': '1'}])
+        server = self.boot(flavor)
+        (arq,) = self.cyborg.list_arqs(server['id'])
+        self.assertEqual(('Bound', 'MDEV'),
+                         (arq['state'], arq['attach_handle_type']))
+        allocations = self.allocations(server['id'])
+        ex = self.assertRaises(
+            client.OpenStackApiException, self.admin_api.post_server_action,
+            server['id'], {'os-migrateLive': {
+                'host': None, 'block_migration': 'auto'}})
+        self.assertEqual(400, ex.response.status_code)
+        self.assertIn(
+            'accelerator request %s (device profile %s) uses device '
+            'compute1_%s on host compute1, whose resource provider does not '
+            'have trait %s' % (arq['uuid'], dp, gpu, TRAIT), str(ex))
+        server = self.admin_api.get_server(server['id'])
+        self.assertEqual(('ACTIVE', 'compute1', None), (
+            server['status'], server['OS-EXT-SRV-ATTR:host'],
+            server['OS-EXT-STS:task_state']))
+        self.assertEqual([arq], self.cyborg.list_arqs(server['id']))
+        self.assertEqual(allocations, self.allocations(server['id']))
+        self.assertEqual([], self.admin_api.get_migrations())
