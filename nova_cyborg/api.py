@@ -27,6 +27,7 @@ and the host, before any state changes.
 import inspect
 
 from keystoneauth1 import exceptions as ks_exc
+from nova.compute import vm_states
 from nova import exception as nova_exception
 from nova.scheduler.client import report as placement_report
 import os_traits
@@ -46,6 +47,8 @@ SUPPORTED = frozenset(['evacuate', 'live_migrate', 'rebuild', 'resize',
 
 #: The trait of a device provider whose functions support VFIO migration.
 LIVE_MIGRATABLE = os_traits.HW_PCI_LIVE_MIGRATABLE
+#: The states ``API.live_migrate`` accepts (its check_instance_state).
+_LIVE_MIGRATABLE_STATES = (vm_states.ACTIVE, vm_states.PAUSED)
 
 #: Actions that would lose accelerators attached with addAccelerator:
 #: only the flavor's device profile follows a server that is rebuilt,
@@ -110,6 +113,10 @@ def check_live_migration(context, instance, host_name, force):
         is forced too; False: the scheduler checks the named host).
     :raises: OperationRefused (HTTP 400) naming what blocks it.
     """
+    if (instance.vm_state not in _LIVE_MIGRATABLE_STATES or
+            instance.task_state is not None):
+        # Nova's own state check, after this one, answers HTTP 409.
+        return
     if host_name and force is not False:
         _refuse_live_migration(_(
             'the destination host %s is forced. The scheduler must choose '

@@ -19,7 +19,8 @@ PROFILES = test_client.PROFILES
 
 def _instance(extra_specs):
     return objects.Instance(uuid=uuids.inst, system_metadata={},
-                            flavor=objects.Flavor(extra_specs=extra_specs))
+                            flavor=objects.Flavor(extra_specs=extra_specs),
+                            vm_state='active', task_state=None)
 
 
 class CheckOperationTest(test.NoDBTestCase):
@@ -253,6 +254,20 @@ class LiveMigrationCheckTest(test_client.ClientTestBase):
                 uuid=RP_OK))
         self.assert_refused('the traits of device %s could not be read '
                             'from Placement' % RP_OK)
+
+    def test_state_left_to_nova(self):
+        # Nova's check_instance_state (after this check) answers 409 for a
+        # server it does not live-migrate in that state: nothing is read.
+        self.arqs = []
+        for vm_state, task_state in (('shelved_offloaded', None),
+                                     ('stopped', None),
+                                     ('active', 'migrating')):
+            self.instance.vm_state = vm_state
+            self.instance.task_state = task_state
+            self.assertIsNone(self.check(host_name='compute2', force=True))
+        self.assertFalse(self.requests.called)
+        self.instance.vm_state, self.instance.task_state = 'paused', None
+        self.assert_refused('Cyborg holds no accelerator request')
 
     def test_server_without_accelerators_asks_nobody(self):
         self.instance = _instance({})
