@@ -1,16 +1,24 @@
 """Bring the local cloud up in dependency order, and tear it down.
 
-Order: RabbitMQ starts first (it takes the longest) while MariaDB starts
-and every service's schema is migrated in parallel (the real
-``keystone-manage``, ``placement-manage``, ``glance-manage``,
-``nova-manage`` and ``cyborg-dbsync upgrade``); then the WSGI services
-under gunicorn; then the RPC services; then the simulated compute hosts,
-each with its sidecar (:mod:`localcloud.hosts`). A failure names the
-service and shows the last lines of its log (and, when hosts lack their
-FPGAs, of cyborg-conductor's).
+Order: RabbitMQ starts first (it takes the longest) while MariaDB starts. At
+a first start every service's schema is then made by its own tool, in
+parallel (the real ``keystone-manage``, ``placement-manage``,
+``glance-manage``, ``nova-manage`` and ``cyborg-dbsync upgrade``), the WSGI
+services start under gunicorn, Keystone gets the service users and the
+catalog, and all of that is saved (:mod:`localcloud.schemas`) before the RPC
+services start (:mod:`localcloud.rpc`). A start that finds its schemas saved
+restores them instead, and starts the WSGI and RPC services side by side.
+Then the simulated compute hosts, each with its sidecar
+(:mod:`localcloud.hosts`). A failure names the service and shows the last
+lines of its log (and, when hosts lack their FPGAs, of cyborg-conductor's).
+``<root>/startup.json`` says when each service was started and ready
+(:mod:`benchmarks.cloud_start`).
 """
 
 import concurrent.futures
+import hashlib
+import inspect
+import json
 import os
 import subprocess
 import time
@@ -21,6 +29,7 @@ from localcloud import hosts
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
+from localcloud import schemas
 from localcloud import sql
 
 RABBIT = os.path.join(layout_mod.REPO_ROOT, 'tools', 'rabbitmq')
@@ -30,17 +39,37 @@ INFRASTRUCTURE = ('keystone', 'rabbitmq', 'mariadb')
 
 
 class Progress:
-    """One line per step, with the seconds since the start."""
+    """One line per step, with the seconds since the start.
+
+    It also keeps when each service was started and when it was ready
+    (:meth:`started`, :meth:`ready`), which ``up`` saves in
+    ``<root>/startup.json`` for the start-time benchmark.
+    """
 
     def __init__(self, out):
         self.out = out
-        self.started = time.monotonic()
+        self.started_at = time.monotonic()
+        self.services = {}
 
     def elapsed(self):
-        return time.monotonic() - self.started
+        return time.monotonic() - self.started_at
 
     def __call__(self, message):
         self.out('[%6.1fs] %s' % (self.elapsed(), message))
+
+    def started(self, *names):
+        for name in names:
+            self.services.setdefault(name, {})['started'] = round(
+                self.elapsed(), 2)
+
+    def ready(self, *names):
+        for name in names:
+            self.services.setdefault(name, {})['ready'] = round(
+                self.elapsed(), 2)
+
+    def save(self, path, **extra):
+        with open(path, 'w') as f:
+            json.dump(dict(extra, services=self.services), f, indent=1)
 
 
 def _rabbit_env(layout):
@@ -100,12 +129,19 @@ def _write_configs(layout):
 
 def _migrate(layout, files, progress):
     def run(name, commands):
+        progress.started(name + '-db')
         for argv in commands:
             procs.run(layout, name + '-db', argv)
+        progress.ready(name + '-db')
         return name
 
+    def keystone():
+        progress.started('keystone-db')
+        identity.bootstrap(layout, files['keystone'])
+        progress.ready('keystone-db')
+
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        jobs = [pool.submit(identity.bootstrap, layout, files['keystone'])]
+        jobs = [pool.submit(keystone)]
         jobs += [pool.submit(run, name, commands) for name, commands in
                  _migrations(layout, files).items()]
         for job in concurrent.futures.as_completed(jobs):
@@ -113,7 +149,34 @@ def _migrate(layout, files, progress):
     progress('schemas migrated (keystone, placement, glance, nova, cyborg)')
 
 
-def _start_api_services(layout, files, progress):
+def _schema_commands(layout, files):
+    """What builds the schemas (the key of their cache), as text."""
+    commands = ['keystone-manage db_sync', 'keystone-manage fernet_setup',
+                'keystone-manage credential_setup',
+                'keystone-manage bootstrap %s %s' % (
+                    layout.auth_url, layout_mod.REGION)]
+    # The dump holds the service users and the catalog too.
+    commands.append('catalog %s' % hashlib.sha256(repr((
+        inspect.getsource(identity.register_services), identity.CATALOG,
+        layout_mod.SERVICE_USERS)).encode()).hexdigest())
+    for argvs in _migrations(layout, files).values():
+        commands += [' '.join(os.path.basename(a) if a.startswith(
+            os.path.dirname(layout.python)) else a for a in argv)
+            for argv in argvs]
+    return commands
+
+
+def _parallel(calls):
+    """Run ``(function, *args)`` calls in threads; raise the first
+    failure."""
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        jobs = [pool.submit(*call) for call in calls]
+        for job in concurrent.futures.as_completed(jobs):
+            job.result()
+
+
+def _launch_api_services(layout, files, progress):
+    """Start the WSGI services; returns the calls that wait for them."""
     apis = {
         'keystone': ({'OS_KEYSTONE_CONFIG_FILES': files['keystone']}, '/v3'),
         'placement': ({'OS_PLACEMENT_CONFIG_DIR':
@@ -125,26 +188,46 @@ def _start_api_services(layout, files, progress):
                     'SCRIPT_NAME': '/accelerator'}, '/accelerator/'),
         'neutron': ({}, '/'),
     }
+    progress.started(*apis)
     started = {name: _gunicorn(layout, name, env)
                for name, (env, _) in apis.items()}
-    for name, (_, path) in apis.items():
+
+    def wait(name, path):
         procs.wait(layout, name, started[name], url=layout.url(name, path),
-                   timeout=60)
+                   timeout=120)
+        progress.ready(name)
         progress('%-10s %s' % (name, layout.url(name, path)))
+
+    return [(wait, name, path) for name, (_, path) in apis.items()]
 
 
 def _start_rpc_services(layout, files):
+    """nova-conductor and nova-scheduler in one process, cyborg-conductor
+    in another (:mod:`localcloud.rpc`)."""
     # cyborg-conductor looks bitstreams up in Glance with openstacksdk.
     glance_cloud = {'OS_CLIENT_CONFIG_FILE': files['clouds']}
-    for name, argv, env in (
-            ('nova-conductor', [layout.bin('nova-conductor'),
-                                '--config-file', files['nova']], None),
-            ('nova-scheduler', [layout.bin('nova-scheduler'),
-                                '--config-file', files['nova']], None),
-            ('cyborg-conductor', [layout.bin('cyborg-conductor'),
-                                  '--config-file', files['cyborg']],
-             glance_cloud)):
-        procs.start(layout, name, argv, env)
+    procs.start(layout, 'nova-conductor', [
+        layout.python, '-m', 'localcloud.rpc', 'nova', '--config-file',
+        files['nova']], also=('nova-scheduler',))
+    procs.start(layout, 'cyborg-conductor', [
+        layout.python, '-m', 'localcloud.rpc', 'cyborg', '--config-file',
+        files['cyborg']], glance_cloud)
+
+
+RPC_SERVICES = ('nova-conductor', 'nova-scheduler', 'cyborg-conductor')
+
+
+def _wait_rabbit(layout, rabbit, progress):
+    if rabbit.wait():
+        raise procs.ServiceError('rabbitmq', 'tools/rabbitmq start failed',
+                                 procs.log_path(layout, 'rabbitmq'))
+    # Its process group joins the others (memory, down).
+    with open(layout.path('rabbitmq', 'rabbitmq.pgid')) as f:
+        pgid = f.read().strip()
+    with open(layout.path('pids', 'rabbitmq.pid'), 'w') as f:
+        f.write(pgid + '\n')
+    progress.ready('rabbitmq')
+    progress('rabbitmq   127.0.0.1:%d' % layout.port('rabbit'))
 
 
 def _check_nova_patched(layout):
@@ -169,34 +252,58 @@ def up(layout, out=print):
     for d in ('logs', 'pids', 'etc', 'hosts', 'domains'):
         os.makedirs(layout.path(d), exist_ok=True)
     layout.save()
+    progress.started('rabbitmq', 'mariadb')
     rabbit = _start_rabbit(layout)
     sql.start(layout)
+    progress.ready('mariadb')
     progress('mariadb    127.0.0.1:%d' % layout.port('mariadb'))
     files = _write_configs(layout)
-    _migrate(layout, files, progress)
-    _start_api_services(layout, files, progress)
-    identity.register_services(layout)
-    progress('keystone   service users and catalog registered')
-    if rabbit.wait():
-        raise procs.ServiceError('rabbitmq', 'tools/rabbitmq start failed',
-                                 procs.log_path(layout, 'rabbitmq'))
-    # Its process group joins the others (memory, down).
-    with open(layout.path('rabbitmq', 'rabbitmq.pgid')) as f:
-        pgid = f.read().strip()
-    with open(layout.path('pids', 'rabbitmq.pid'), 'w') as f:
-        f.write(pgid + '\n')
-    progress('rabbitmq   127.0.0.1:%d' % layout.port('rabbit'))
-    _start_rpc_services(layout, files)
+    info = schemas.manifest(layout, _schema_commands(layout, files))
+    entry = schemas.lookup(info)
+    if entry:
+        # The catalog is in the dump: the RPC services start beside the
+        # WSGI services.
+        progress.started('schemas')
+        schemas.restore(layout, entry)
+        progress.ready('schemas')
+        progress('schemas restored from %s (a dump of what the services\' '
+                 'own tools made at a first start)' % entry)
+        waits = _launch_api_services(layout, files, progress)
+        _wait_rabbit(layout, rabbit, progress)
+        progress.started(*RPC_SERVICES)
+        _start_rpc_services(layout, files)
+        _parallel(waits)
+    else:
+        _migrate(layout, files, progress)
+        _parallel(_launch_api_services(layout, files, progress))
+        progress.started('catalog')
+        identity.register_services(layout)
+        progress.ready('catalog')
+        progress('keystone   service users and catalog registered')
+        progress.started('schema-cache')
+        entry = schemas.save(layout, info)
+        progress.ready('schema-cache')
+        progress('schemas saved in %s for the next start' % entry if entry
+                 else 'schemas not saved (see %s)' % procs.log_path(
+                     layout, 'schema-cache'))
+        _wait_rabbit(layout, rabbit, progress)
+        progress.started(*RPC_SERVICES)
+        _start_rpc_services(layout, files)
     conn = identity.admin_connection(layout)
+    progress.started(*layout.hosts)
     started = {host: hosts.launch(layout, host) for host in layout.hosts}
     # New devices wait for an operator (admitted disabled): enable them.
     enabled = admission.enable_new(layout, started, out=progress)
     hosts.wait(layout, conn, started)
+    progress.ready(*layout.hosts)
     progress('admission  %d new device(s) enabled with %s' % (
         enabled, admission.CLI))
     progress('computes   %s: nova-compute and sidecar, FPGAs in Placement'
              % ', '.join(layout.hosts))
-    return progress.elapsed(), procs.memory(layout)
+    seconds, rss = progress.elapsed(), procs.memory(layout)
+    progress.save(layout.path('startup.json'), seconds=round(seconds, 2),
+                  rss_bytes=rss)
+    return seconds, rss
 
 
 def down(layout):

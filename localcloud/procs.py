@@ -58,6 +58,10 @@ def _env(extra):
     # hosts) must not monkey-patch eventlet either.
     env['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
     env['PYTHONWARNINGS'] = 'ignore::DeprecationWarning'
+    # glibc gives each thread that allocates its own arena (up to 8 per
+    # core), which the threaded services fill and never give back: two
+    # arenas keep their memory down at no measurable cost in speed here.
+    env.setdefault('MALLOC_ARENA_MAX', '2')
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (layout_mod.REPO_ROOT, env.get('PYTHONPATH')) if p)
     env.update(extra or {})
@@ -79,15 +83,22 @@ def run(layout, name, argv, env=None, timeout=300):
             os.path.basename(argv[0]), proc.returncode), path)
 
 
-def start(layout, name, argv, env=None):
-    """Start a long-running service in its own session."""
+def start(layout, name, argv, env=None, also=()):
+    """Start a long-running service in its own session.
+
+    ``also`` names the other services this process runs: each gets the
+    same pid file and its log is a link to this one's.
+    """
     path = log_path(layout, name)
     with open(path, 'ab') as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=_env(env),
                                 cwd=layout.root, start_new_session=True)
-    with open(_pid_path(layout, name), 'w') as f:
-        f.write('%d\n' % proc.pid)
+    for each in (name,) + tuple(also):
+        with open(_pid_path(layout, each), 'w') as f:
+            f.write('%d\n' % proc.pid)
+        if each != name and not os.path.lexists(log_path(layout, each)):
+            os.symlink(os.path.basename(path), log_path(layout, each))
     return proc
 
 
@@ -159,14 +170,14 @@ def running(layout):
 
 
 def memory(layout):
-    """Total RSS (bytes) of every process of the cloud."""
+    """Total RSS (bytes) of every process of the cloud (a process that
+    runs several services counted once)."""
     total = 0
-    for pids in running(layout).values():
-        for pid in pids:
-            try:
-                total += psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                pass
+    for pid in {pid for pids in running(layout).values() for pid in pids}:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            pass
     return total
 
 

@@ -40,9 +40,17 @@ def start(layout):
         '--bind-address=127.0.0.1', '--user=root', '--skip-name-resolve',
         '--log-error=' + procs.log_path(layout, NAME),
         '--pid-file=' + layout.path('mariadb', 'mariadbd.pid'),
-        '--innodb-buffer-pool-size=128M', '--max-connections=2000',
-        '--innodb-flush-log-at-trx-commit=0',
-        '--character-set-server=utf8mb4'])
+        '--max-connections=2000', '--character-set-server=utf8mb4',
+        # A small cloud's data fits in a small pool; the other caches
+        # serve engines it does not use (MyISAM, Aria's system tables).
+        '--innodb-buffer-pool-size=48M', '--innodb-log-buffer-size=4M',
+        '--key-buffer-size=1M', '--aria-pagecache-buffer-size=8M',
+        '--performance-schema=OFF',
+        # Throwaway data: no flush at commit, no doublewrite, and one
+        # tablespace (creating the ~400 tables of a restore makes no
+        # file each).
+        '--innodb-flush-log-at-trx-commit=0', '--innodb-doublewrite=0',
+        '--innodb-file-per-table=OFF'])
     procs.wait(layout, NAME, proc, port=layout.port(NAME), timeout=60)
     statements = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' "
                   "IDENTIFIED BY '%s'" % (layout_mod.DB_USER,
