@@ -32,6 +32,7 @@ from nova.scheduler.client import report
 from nova_cyborg import allocations
 from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
+from nova_cyborg import early_arqs
 from nova_cyborg import evacuate
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -51,7 +52,10 @@ def _flavor_bindings(cyclient, instance, hostname, mapping, created):
     dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
     if not dp_name:
         return {}
-    arqs = cyclient.create_arqs(dp_name)
+    # Created while the scheduler ran (first builds), or now.
+    arqs = early_arqs.take(instance.uuid)
+    if arqs is None:
+        arqs = cyclient.create_arqs(dp_name)
     created.extend(arq.get('uuid') for arq in arqs)
     return {arq['uuid']: _binding(
                 hostname, cyclient.get_arq_device_rp_uuid(arq, mapping, None),

@@ -2,10 +2,13 @@
 and ``nova.conductor.tasks.live_migrate`` (patches 0002, 0007 and 0020a).
 """
 
+import functools
+
 from nova.compute import vm_states
 
 from nova_cyborg import bookkeeping
 from nova_cyborg import conductor
+from nova_cyborg import early_arqs
 from nova_cyborg import live_migration
 from nova_cyborg import move
 
@@ -22,9 +25,63 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
     :returns: the UUIDs of the ARQs whose binding was started.
     :raises: AcceleratorRequestBindingFailed, after deleting every ARQ
         created here.
+
+    For a first build, :func:`start_binding` started this already in a
+    thread: it is joined here.
     """
+    started = early_arqs.take_binding(instance.uuid)
+    if started is not None:
+        return started.result()
     return conductor.create_and_bind_arqs(
         context, instance, hostname, request_spec, requested_networks)
+
+
+def start_binding(context, instance, hostname, request_spec,
+                  requested_networks=None):
+    """Called by ``schedule_and_build_instances()`` once the selected
+    host's provider mapping is in the request spec (patch 0002d).
+
+    Starts :func:`create_and_bind_arqs` in a thread for a server with a
+    device profile (or a port with one); the call of
+    ``_create_and_bind_arq_for_instance()`` before the build is cast joins
+    it. Nothing for any other server.
+    """
+    early_arqs.start_binding(conductor.create_and_bind_arqs, context,
+                             instance, hostname, request_spec,
+                             requested_networks)
+
+
+def arqs_while_scheduling(schedule_and_build_instances):
+    """Decorates ``ComputeTaskManager.schedule_and_build_instances()``
+    (patch 0002d).
+
+    Before the method asks the scheduler for hosts, the ARQs of each new
+    server whose flavor names a device profile start being created
+    (nova_cyborg.early_arqs); :func:`create_and_bind_arqs` takes them once
+    the host is known. Those not taken and the binds not joined when the
+    method ends (no host, the server deleted meanwhile, another failure)
+    are deleted. Servers without accelerators start nothing.
+    """
+    @functools.wraps(schedule_and_build_instances)
+    def wrapper(self, context, build_requests, *args, **kwargs):
+        early_arqs.start(context, build_requests)
+        try:
+            return schedule_and_build_instances(
+                self, context, build_requests, *args, **kwargs)
+        finally:
+            # Also the binds started and not joined (start_binding()).
+            early_arqs.discard(context, [build_request.instance_uuid
+                                         for build_request in build_requests])
+    return wrapper
+
+
+def scheduling_failed(context, build_requests):
+    """Called by ``schedule_and_build_instances()`` when the scheduler
+    failed (no valid host), before the servers are put in ERROR: the ARQs
+    created for them meanwhile are deleted first.
+    """
+    early_arqs.discard(context, [build_request.instance_uuid
+                                 for build_request in build_requests])
 
 
 def rebuild_goes_to_cyborg(instance):

@@ -1,0 +1,154 @@
+"""ARQs created while the scheduler runs.
+
+Creating an ARQ needs only the flavor's device profile, not a host, so
+``ComputeTaskManager.schedule_and_build_instances()`` starts creating the
+ARQs of each new server whose flavor names a device profile before it asks
+the scheduler for hosts (:func:`start`), in Nova's default thread pool
+(``nova.thread_pool_factory``: native threads, or green threads when Nova
+runs with eventlet). ``nova_cyborg.conductor`` takes them
+(:func:`take`) once the host is known, and binds them; the creation's
+failure is raised there, and handled as a failed create always was.
+
+Once the scheduler chose the host and the server's provider mapping is
+in its request spec, the bind starts too (:func:`start_binding`), also in
+a thread: Cyborg binds while the conductor records the server (its
+action, block device mappings, tags, cell mapping), and the conductor
+joins the bind (:func:`take_binding`) before it casts the build, so a
+failed bind still fails the build in the conductor, as before. Cyborg's
+bind event may reach nova-api before the server is mapped to its cell and
+be dropped: nova-compute reads the ARQs once it waits for their events,
+and finds them Bound (nova_cyborg.compute).
+
+ARQs that nobody took (no host found, the server deleted during
+scheduling, any other failure of the build before its bind) are deleted
+(:func:`discard`), before the server is put in ERROR when the scheduler
+found no host. Servers without a device profile start nothing and call
+nothing. The ARQs of ports with a device profile are created at bind time,
+as before.
+"""
+
+import threading
+
+from oslo_log import log as logging
+
+from nova import thread_pool_factory
+
+from nova_cyborg import client as nc_client
+
+LOG = logging.getLogger(__name__)
+
+DP_EXTRA_SPEC = 'accel:device_profile'
+
+#: instance UUID -> Future of the created ARQs (list of ARQ dicts).
+_pending = {}
+#: instance UUID -> Future of the bound ARQs' UUIDs.
+_binding = {}
+_lock = threading.Lock()
+
+
+def _create(cyclient, dp_name):
+    return cyclient.create_arqs(dp_name)
+
+
+def start(context, build_requests):
+    """Start creating the flavor ARQs of each build request's server.
+
+    :param build_requests: nova.objects.BuildRequest list of the request.
+    :returns: the UUIDs of the servers whose ARQs are being created.
+    """
+    started = []
+    for build_request in build_requests or ():
+        instance = build_request.instance
+        dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
+        if not dp_name:
+            continue
+        # Created in the server's project, as at bind time.
+        cyclient = nc_client.get_client(context, instance=instance)
+        future = _spawn(_create, cyclient, dp_name)
+        if future is None:
+            continue
+        with _lock:
+            _pending[instance.uuid] = future
+        started.append(instance.uuid)
+    return started
+
+
+def take(instance_uuid):
+    """The ARQs created early for the server, waiting for their creation.
+
+    :returns: the list of ARQ dicts, or None if none were started (any
+        build but a first one, or a server without a device profile).
+    :raises: what the creation raised (CyborgError).
+    """
+    with _lock:
+        future = _pending.pop(instance_uuid, None)
+    if future is None:
+        return None
+    return future.result()
+
+
+def _spawn(func, *args):
+    try:
+        return thread_pool_factory.spawn_on(
+            thread_pool_factory.ExecutorType.DEFAULT, func, *args)
+    except RuntimeError as e:
+        # The pool is shutting down: done in the caller's thread instead.
+        LOG.warning('Not starting %s in a thread: %s', func.__name__, e)
+        return None
+
+
+def start_binding(bind, context, instance, hostname, request_spec,
+                  requested_networks=None):
+    """Start ``bind`` (nova_cyborg.conductor.create_and_bind_arqs) for a
+    server with a device profile or a port with one; :func:`take_binding`
+    joins it. Nothing for any other server.
+    """
+    dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
+    ports = [net for net in requested_networks or []
+             if net.port_id and net.device_profile]
+    if not dp_name and not ports:
+        return
+    future = _spawn(bind, context, instance, hostname, request_spec,
+                    requested_networks)
+    if future is not None:
+        with _lock:
+            _binding[instance.uuid] = future
+
+
+def take_binding(instance_uuid):
+    """The bind started for the server, or None; ``.result()`` waits for
+    it: the UUIDs of the bound ARQs, or what it raised."""
+    with _lock:
+        return _binding.pop(instance_uuid, None)
+
+
+def discard(context, instance_uuids):
+    """Delete the ARQs created early for these servers and not taken.
+
+    Waits for creations still under way. Never raises: a failure to delete
+    is logged with the ARQs (``delete_arqs_by_uuid`` logs and returns
+    them); they stay unbound, holding no device.
+    """
+    for instance_uuid in instance_uuids or ():
+        with _lock:
+            created = _pending.pop(instance_uuid, None)
+            bound = _binding.pop(instance_uuid, None)
+        try:
+            # A failed bind deleted its ARQs and freed the allocation.
+            uuids = bound.result() if bound else []
+            if created:
+                uuids += [arq.get('uuid') for arq in created.result()]
+        except Exception:  # noqa: B902 (raised to nobody: it had no use)
+            continue
+        uuids = [uuid for uuid in uuids if uuid]
+        if not uuids:
+            continue
+        LOG.info('Deleting ARQs %s created while scheduling server %s, '
+                 'which did not get to bind them', ','.join(uuids),
+                 instance_uuid)
+        left = nc_client.get_client(context).delete_arqs_by_uuid(uuids)
+        if left:
+            LOG.error('Could not delete ARQs %(arqs)s created while '
+                      'scheduling server %(uuid)s; Cyborg keeps them '
+                      'unbound', {'arqs': ','.join(left),
+                                  'uuid': instance_uuid})

@@ -1,0 +1,99 @@
+"""A first boot's Cyborg calls overlap Nova's own work (issue 17).
+
+nova-conductor creates a new server's ARQs while the scheduler runs, and
+binds them while it records the server (its action, block device
+mappings, cell mapping, build request), joining the bind before it casts
+the build (nova_cyborg.early_arqs). Each test holds one step of Nova's
+until Cyborg shows the ARQs in the state that step must overlap; before
+the change the step came first, so the hold ran out and the boot failed.
+ARQs created for a server that never reaches its bind are deleted.
+"""
+
+import fixtures
+
+from nova.conductor import manager as conductor_manager
+from nova.scheduler import manager as scheduler_manager
+from nova.tests.functional.api import client as api_client
+
+from tests.functional import base
+from tests.functional.harness import waits
+
+GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+#: How long a held step waits for Cyborg: far more than a create or a
+#: bind takes, far less than the test's timeout.
+HOLD = 60
+
+
+class BootOverlapTest(base.AcceleratorTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1')
+        _name, self.flavor = self.create_profile_flavor(GROUPS)
+
+    def hold(self, cls, name, until, what):
+        """Make ``cls.name`` wait until ``until(*args, **kwargs)``."""
+        real = getattr(cls, name)
+        seen = []
+
+        def held(*args, **kwargs):
+            seen.append(waits.wait_until(lambda: until(*args, **kwargs),
+                                         what, timeout=HOLD))
+            return real(*args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.%s' % (cls.__module__, cls.__name__, name), held))
+        return seen
+
+    def test_arqs_created_while_scheduling(self):
+        seen = self.hold(
+            scheduler_manager.SchedulerManager, 'select_destinations',
+            lambda *args, **kwargs: self.cyborg.list_arqs(),
+            'the ARQ created while the scheduler runs')
+        server = self.boot(self.flavor)
+        arq, = self.assert_accelerated(server, 1)
+        # The ARQ Cyborg had before the scheduler answered is the one
+        # bound to the server.
+        self.assertEqual([arq['uuid']], [a['uuid'] for a in seen[0]])
+        self.assertEqual('Initial', seen[0][0]['state'])
+
+    def test_bind_overlaps_recording_the_server(self):
+        def bound(manager, context, build_request, instance, *args):
+            arqs = self.cyborg.list_arqs(instance.uuid)
+            return arqs and all(a['state'] == 'Bound' for a in arqs)
+        seen = self.hold(
+            conductor_manager.ComputeTaskManager, '_delete_build_request',
+            bound, 'the bind while the conductor records the server')
+        server = self.boot(self.flavor)
+        self.assert_accelerated(server, 1)
+        self.assertEqual([True], seen)
+
+    def test_server_deleted_while_scheduling_leaves_no_arq(self):
+        done = []
+
+        def deleted(manager, context, *args, **kwargs):
+            if done:  # the next boot goes through
+                return True
+            if not self.cyborg.list_arqs():
+                return False
+            for uuid in kwargs['instance_uuids']:
+                self.api.delete_server(uuid)
+            done.append(True)
+            return True
+        self.hold(scheduler_manager.SchedulerManager, 'select_destinations',
+                  deleted, 'the ARQ created while the scheduler runs')
+        body = self._build_server(flavor_id=self.flavor,
+                                  image_uuid=base.IMAGE, networks='none')
+        server = self.api.post_server({'server': body})
+
+        def gone():
+            try:
+                self.api.get_server(server['id'])
+            except api_client.OpenStackApiNotFoundException:
+                return True
+            return False
+        waits.wait_until(gone, 'the server deleted while scheduling')
+        waits.wait_until(lambda: self.cyborg.list_arqs() == [],
+                         'the ARQ created for it deleted')
+        self.assertEqual({}, self.allocations(server['id']))
+        # The host's VF is free: the next server gets it.
+        self.assert_accelerated(self.boot(self.flavor), 1)

@@ -1,0 +1,171 @@
+"""ARQs created while the scheduler runs (nova_cyborg.early_arqs and the
+hook around ``schedule_and_build_instances``), against recorded HTTP."""
+
+from nova import objects
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_cyborg import early_arqs
+from nova_cyborg import exception
+from nova_cyborg.hooks import conductor as hooks
+from tests.unit import test_client
+from tests.unit import test_conductor
+
+ARQS = test_client.ARQS
+
+
+def _build_request(uuid, dp_name='dp1'):
+    specs = {'accel:device_profile': dp_name} if dp_name else {}
+    return objects.BuildRequest(
+        instance_uuid=uuid, instance=objects.Instance(
+            uuid=uuid, project_id='project',
+            flavor=objects.Flavor(extra_specs=specs)))
+
+
+class EarlyArqsTest(test_conductor.CreateAndBindTest):
+    """The conductor's create and bind, the ARQs created beforehand."""
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(early_arqs._pending.clear)
+        self.addCleanup(early_arqs._binding.clear)
+        self.requests.patch(ARQS, status_code=202)
+
+    def test_created_early_bound_without_a_second_create(self):
+        started = early_arqs.start(self.context,
+                                   [_build_request(uuids.inst)])
+        self.assertEqual([uuids.inst], started)
+        self.assertEqual({uuids.a0, uuids.a1}, set(self.call()))
+        self.assertEqual([('POST', None), ('PATCH', None)], self.methods())
+        # Taken: nothing left to discard.
+        early_arqs.discard(self.context, started)
+        self.assertEqual([('POST', None), ('PATCH', None)], self.methods())
+
+    def test_no_profile_starts_nothing(self):
+        started = early_arqs.start(
+            self.context, [_build_request(uuids.inst, dp_name=None)])
+        self.assertEqual([], started)
+        self.assertEqual({}, early_arqs._pending)
+        self.assertFalse(self.requests.called)
+
+    def test_not_taken_are_deleted(self):
+        started = early_arqs.start(self.context,
+                                   [_build_request(uuids.inst)])
+        early_arqs.discard(self.context, started)
+        self.assertEqual(
+            [('POST', None), ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])],
+            self.methods())
+        self.assertIsNone(early_arqs.take(uuids.inst))
+
+    def test_failed_early_create_fails_the_bind_as_before(self):
+        self.requests.post(ARQS, status_code=503)
+        early_arqs.start(self.context, [_build_request(uuids.inst)])
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.call)
+        self.assertIn('503', exc.format_message())
+        # Not sent again; nothing to delete; the allocation is freed.
+        self.assertEqual([('POST', None)], self.methods())
+        self.assertEqual([(uuids.inst, True)], self.freed)
+
+    def test_failed_early_create_discarded_quietly(self):
+        self.requests.post(ARQS, status_code=503)
+        started = early_arqs.start(self.context,
+                                   [_build_request(uuids.inst)])
+        early_arqs.discard(self.context, started)
+        self.assertEqual([('POST', None)], self.methods())
+
+    def start_binding(self):
+        hooks.start_binding(self.context, self.instance, 'node1', self.spec)
+
+    def hook_call(self):
+        return hooks.create_and_bind_arqs(self.context, self.instance,
+                                          'node1', self.spec)
+
+    def test_bind_started_early_is_joined(self):
+        early_arqs.start(self.context, [_build_request(uuids.inst)])
+        self.start_binding()
+        self.assertEqual({uuids.a0, uuids.a1}, set(self.hook_call()))
+        self.assertEqual([('POST', None), ('PATCH', None)], self.methods())
+        self.assertEqual({}, early_arqs._binding)
+
+    def test_failed_early_bind_raised_at_the_join(self):
+        self.requests.patch(ARQS, status_code=503)
+        self.start_binding()
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.hook_call)
+        self.assertIn('503', exc.format_message())
+        # Cleaned up as a bind in the caller's thread was.
+        self.assertEqual(
+            [('POST', None), ('PATCH', None),
+             ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
+        self.assertEqual([(uuids.inst, True)], self.freed)
+
+    def test_bind_not_joined_is_deleted(self):
+        self.start_binding()
+        early_arqs.discard(self.context, [uuids.inst])
+        self.assertEqual(
+            [('POST', None), ('PATCH', None),
+             ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
+
+    def test_no_accelerators_no_bind_started(self):
+        self.instance.flavor.extra_specs = {}
+        self.start_binding()
+        self.assertEqual({}, early_arqs._binding)
+        self.assertEqual([], self.hook_call())
+        self.assertFalse(self.requests.called)
+
+
+class ScheduleAndBuildHookTest(test_client.ClientTestBase):
+    """The decorator of ``schedule_and_build_instances``."""
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(early_arqs._pending.clear)
+        self.requests.post(ARQS, status_code=201, json={'arqs': [
+            test_client._arq(uuids.a0)]})
+        self.requests.delete(ARQS, status_code=204)
+
+    def methods(self):
+        return [(r.method, r.qs.get('arqs')) for r in
+                self.requests.request_history]
+
+    def test_untaken_arqs_deleted_when_the_build_fails(self):
+        seen = []
+
+        @hooks.arqs_while_scheduling
+        def schedule_and_build_instances(manager, context, build_requests,
+                                         request_specs, image):
+            seen.append((manager, request_specs, image))
+            raise ValueError('no host')
+
+        self.assertRaises(
+            ValueError, schedule_and_build_instances, 'manager',
+            self.context, build_requests=[_build_request(uuids.inst)],
+            request_specs=['spec'], image={})
+        self.assertEqual([('manager', ['spec'], {})], seen)
+        self.assertEqual([('POST', None), ('DELETE', [uuids.a0])],
+                         self.methods())
+
+    def test_scheduling_failed_deletes_them_at_once(self):
+        requests = [_build_request(uuids.inst),
+                    _build_request(uuids.plain, dp_name=None)]
+        early_arqs.start(self.context, requests)
+        hooks.scheduling_failed(self.context, requests)
+        self.assertEqual([('POST', None), ('DELETE', [uuids.a0])],
+                         self.methods())
+        self.assertEqual({}, early_arqs._pending)
+
+    def test_server_without_accelerators_calls_nothing(self):
+        @hooks.arqs_while_scheduling
+        def schedule_and_build_instances(manager, context, build_requests):
+            return 'built'
+
+        self.assertEqual('built', schedule_and_build_instances(
+            'manager', self.context,
+            [_build_request(uuids.inst, dp_name=None)]))
+        self.assertFalse(self.requests.called)
+
+
+# Only the tests above: CreateAndBindTest's own run in test_conductor.
+for _name in dir(test_conductor.CreateAndBindTest):
+    if _name.startswith('test_') and _name not in vars(EarlyArqsTest):
+        setattr(EarlyArqsTest, _name, None)
