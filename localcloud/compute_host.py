@@ -11,7 +11,9 @@ the way Nova's own functional tests do it: nova-compute is the real service
 (``nova.cmd.compute.main``, patched Nova, ``libvirt.LibvirtDriver``) with
 libvirt replaced by Nova's fakelibvirt, which shows ``--pfs`` FPGA PFs with
 ``--vfs`` VFs each; guest disks are not written (Nova's image backend
-fixture). The same PCI functions are written as a sysfs tree that the real
+fixture). After the FPGAs come ``--migratable-pfs`` (default 1) plain PFs
+whose VFs support VFIO migration: the devices of live migration tests.
+The same PCI functions are written as a sysfs tree that the real
 sidecar discovers and reports to cyborg-conductor, and the sidecar asks
 the same fakelibvirt connection which devices the domains use. That is why
 both run in this one process: on a real host they share libvirtd.
@@ -48,9 +50,11 @@ import fixtures  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
+from oslo_utils import versionutils  # noqa: E402
 
 from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
+from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
 
 from localcloud import migration  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
@@ -96,6 +100,17 @@ def _host_fixtures(connection):
              return_value=connection),
     ]
 
+
+#: The libvirt and QEMU versions the hosts report: those with which Nova
+#: (and nova_cyborg's pre-checks) live-migrate VFIO PCI devices (variant
+#: drivers) and mdevs; Nova's functional tests of those start their hosts
+#: with them too. fakelibvirt's defaults are Nova's minimum versions.
+LIBVIRT_VERSION = versionutils.convert_version_to_int(max(
+    libvirt_driver.MIN_VFIO_PCI_VARIANT_LIBVIRT_VERSION,
+    libvirt_driver.MIN_MDEV_LIVEMIG_LIBVIRT_VERSION))
+QEMU_VERSION = versionutils.convert_version_to_int(max(
+    libvirt_driver.MIN_VFIO_PCI_VARIANT_QEMU_VERSION,
+    libvirt_driver.MIN_MDEV_LIVEMIG_QEMU_VERSION))
 
 #: Domain methods after which the domain's state is saved.
 STATE_CHANGES = ('createWithFlags', 'destroy', 'suspend', 'resume',
@@ -230,17 +245,39 @@ class DomainFiles:
                     after(name, files.save_state) for name in STATE_CHANGES]
 
 
-def simulated_host(pfs, vfs):
-    """The sysfs view of fakelibvirt's PCI devices; the PFs are FPGAs.
+def pci_info(pfs, vfs, migratable_pfs=0):
+    """fakelibvirt's PCI devices: ``pfs`` FPGA PFs then ``migratable_pfs``
+    PFs whose VFs support VFIO migration (:data:`MIGRATABLE_PF`), each
+    with ``vfs // pfs`` VFs (``vfs`` VFs in all on the FPGAs)."""
+    total = pfs + migratable_pfs
+    return dict(num_pci=0, num_pfs=total,
+                num_vfs=(vfs // pfs if pfs else vfs) * total)
+
+
+#: The vendor and product ids of the PFs whose VFs may be live migrated
+#: (fakelibvirt's SR-IOV PF and VF); the sidecar's generic PCI driver
+#: reports them (``localcloud.configs.MIGRATABLE_SPEC``).
+MIGRATABLE_PF = ('8086', '1528', '1515')
+
+
+def simulated_host(pfs, vfs, migratable_pfs=0):
+    """The sysfs view of fakelibvirt's PCI devices: the first ``pfs`` PFs
+    are FPGAs, the others plain PFs whose VFs may be live migrated.
 
     Written with ``load_state(root).write(root)``: a restarted host keeps
     what its devices had loaded."""
-    layout = simulator.from_fakelibvirt(num_pfs=pfs, num_vfs=vfs)
+    layout = simulator.from_fakelibvirt(**pci_info(pfs, vfs, migratable_pfs))
     host = simulator.SimulatedHost()
-    for f in layout.functions.values():
-        if f.physfn is None:
+    roots = [f for f in layout.functions.values() if f.physfn is None]
+    for index, f in enumerate(roots):
+        if index < pfs:
             host.add_fpga(vendor_id=FPGA_VENDOR, address=f.address,
                           num_vfs=len(f.virtfns))
+        else:
+            vendor, product, vf_product = MIGRATABLE_PF
+            host.add_pf(vendor_id=vendor, product_id=product,
+                        address=f.address, num_vfs=len(f.virtfns),
+                        vf_product_id=vf_product)
     return host
 
 
@@ -284,6 +321,9 @@ def main():
     parser.add_argument('--host', required=True)
     parser.add_argument('--pfs', type=int, default=1)
     parser.add_argument('--vfs', type=int, default=4)
+    parser.add_argument('--migratable-pfs', type=int, default=1,
+                        help='PFs after the FPGAs whose VFs may be live '
+                             'migrated (reported by the generic PCI driver)')
     parser.add_argument('--sysfs-root', required=True)
     parser.add_argument('--sidecar-config', required=True)
     parser.add_argument('--domain-xml-dir', required=True)
@@ -292,13 +332,12 @@ def main():
     args, nova_args = parser.parse_known_args()
 
     connection = fakelibvirt.Connection(
-        'qemu:///system', version=fakelibvirt.FAKE_LIBVIRT_VERSION,
-        hv_version=fakelibvirt.FAKE_QEMU_VERSION,
+        'qemu:///system', version=LIBVIRT_VERSION, hv_version=QEMU_VERSION,
         host_info=fakelibvirt.HostInfo(cpu_nodes=2, cpu_sockets=1,
                                        cpu_cores=2, cpu_threads=2,
                                        kB_mem=32 * 1024 * 1024),
-        pci_info=fakelibvirt.HostPCIDevicesInfo(
-            num_pci=0, num_pfs=args.pfs, num_vfs=args.vfs),
+        pci_info=fakelibvirt.HostPCIDevicesInfo(**pci_info(
+            args.pfs, args.vfs, args.migratable_pfs)),
         hostname=args.host)
     domains = DomainFiles(args.domain_xml_dir, args.host)
     restored = domains.restore(connection)
@@ -309,8 +348,8 @@ def main():
     for fixture in (_host_fixtures(connection) + domains.fixtures() +
                     migration.Migrations(domains).fixtures()):
         fixture.setUp()
-    simulated_host(args.pfs, args.vfs).load_state(args.sysfs_root).write(
-        args.sysfs_root)
+    simulated_host(args.pfs, args.vfs, args.migratable_pfs).load_state(
+        args.sysfs_root).write(args.sysfs_root)
     start_sidecar(args.sidecar_config, connection, args.ready_file)
     sys.argv = ['nova-compute'] + nova_args
     compute_cmd.main()

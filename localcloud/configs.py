@@ -254,6 +254,16 @@ def program_command(sysfs_root):
         'fpga_device.py'), sysfs_root, '{address}', '{bitstream}'))
 
 
+#: The sidecar's ``[pci] device_spec``: the VFs of the simulated hosts'
+#: plain PFs (``localcloud.compute_host.MIGRATABLE_PF``, after the FPGAs)
+#: support VFIO migration; the generic PCI driver gives their provider
+#: ``HW_PCI_LIVE_MIGRATABLE``. The FPGAs' VFs (FPGA driver) do not.
+MIGRATABLE_SPEC = ('{"vendor_id": "8086", "product_id": "1528", '
+                   '"resource_class": "%s", "live_migratable": true}')
+#: The resource class of those VFs.
+MIGRATABLE_RC = 'CUSTOM_MIGRATABLE_VF'
+
+
 def sidecar(layout, host, sysfs_root):
     return _write(layout.path('etc', 'nova-cyborg', host + '-sidecar.conf'),
                   """
@@ -261,16 +271,19 @@ def sidecar(layout, host, sysfs_root):
 host = {host}
 transport_url = {transport}
 [sidecar]
-enabled_drivers = fpga
+enabled_drivers = fpga,pci
 sysfs_root = {sysfs}
 state_path = {state}
 admit_new_devices = disabled
 [fpga]
 programmer = command
 program_command = {command}
+[pci]
+device_spec = {spec}
 """.format(host=host, transport=layout.transport_url, sysfs=sysfs_root,
            state=layout.path('hosts', host, 'sidecar'),
-           command=program_command(sysfs_root))
+           command=program_command(sysfs_root),
+           spec=MIGRATABLE_SPEC % MIGRATABLE_RC)
         + _auth(layout, 'cyborg', 'placement')
         + _auth(layout, 'cyborg', 'glance')
         # The ARQs of a device's consumers (what function they want).
