@@ -417,9 +417,10 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
     def test_evacuate_with_the_bind_failing_can_be_retried(self):
         self._evacuate_with_bind_failing()
         self._wait_for_migration_status(self.server, ['error', 'failed'])
-        server = self.api.get_server(self.server['id'])
-        self.assertIsNone(server['OS-EXT-STS:task_state'])
-        self.assertEqual('ACTIVE', server['status'])
+        # The migration's status and the server's state are set one after
+        # the other: wait for both.
+        self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
         # Since microversion 2.95 an evacuated server stays stopped.
         self._evacuate_server(self.server, expected_host='compute2',
                               expected_state='SHUTOFF')

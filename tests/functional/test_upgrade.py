@@ -85,6 +85,10 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         # No patched host but the source: no valid host, nothing changes.
         self.api.post_server_action(self.server['id'], {'migrate': None})
         self._wait_for_migration_status(self.server, ['error'])
+        # The conductor errors the migration before it puts the server
+        # back to ACTIVE (nova.scheduler.utils.set_vm_state_and_notify).
+        self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
         self.assert_unmoved()
         # A patched host appears: the server goes there, never to compute2.
         self.start_accel_compute('compute3')
