@@ -6,11 +6,20 @@ then accel, ...) and each server is deleted before the next boot, so both
 kinds meet the same state; the first ``WARMUP`` boots of each kind are not
 counted. Run by benchmarks.run once against patched Nova and once against
 unpatched Nova (``NOVA_CYBORG_BENCH_PATCHED=0``); ``NOVA_CYBORG_BENCH_BOOTS``
-boots of each kind are measured (default 20).
+boots of each kind are measured (default 20). The phases of each boot
+(benchmarks.boot_phases) are kept with it, to say where the time goes.
+``NOVA_CYBORG_BENCH_OVERLAP=0`` turns off, on the patched side, the
+creation of ARQs while the scheduler runs and the bind while the
+conductor records the server (nova_cyborg.early_arqs): the boot path as
+it was before them, for a before/after comparison.
 """
 
 import os
+import time
 
+import fixtures
+
+from benchmarks import boot_phases
 from benchmarks import harness
 
 WARMUP = 2
@@ -21,15 +30,28 @@ class BootBench(harness.BenchBase):
 
     def test_boots(self):
         runs = int(os.environ.get('NOVA_CYBORG_BENCH_BOOTS', '20'))
+        overlap = os.environ.get('NOVA_CYBORG_BENCH_OVERLAP', '1') == '1'
+        if self.PATCHED and not overlap:
+            from nova_cyborg import early_arqs
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova_cyborg.early_arqs.start', lambda *args: []))
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova_cyborg.early_arqs.start_binding',
+                lambda *args, **kwargs: None))
+            self.addCleanup(early_arqs._pending.clear)
         self.start_accel_compute('compute1', num_vfs=4)
         _name, accel = self.create_profile_flavor(GROUPS)
         plain = self._create_flavor(name='plain')
         flavors = [('accel', accel), ('plain', plain)]
         result = {'accel': [], 'plain': [], 'accel_calls': [],
-                  'plain_calls': [], 'delete_calls': []}
+                  'plain_calls': [], 'delete_calls': [],
+                  'accel_phases': [], 'plain_phases': []}
+        phases = self.useFixture(boot_phases.Phases(self.PATCHED))
         for i in range(WARMUP + runs):
             for kind, flavor in flavors if i % 2 == 0 else flavors[::-1]:
+                begun = time.time()
                 server, seconds, calls = self.timed_boot(flavor)
+                spent = phases.between(begun, begun + seconds)
                 if kind == 'accel':
                     self.assert_accelerated(server, 1)
                 deleted = self.timed_delete(server)
@@ -37,6 +59,8 @@ class BootBench(harness.BenchBase):
                     continue
                 result[kind].append(seconds)
                 result[kind + '_calls'].append(calls)
+                result[kind + '_phases'].append(spent)
                 if kind == 'accel':
                     result['delete_calls'].append(deleted)
+        result['overlap'] = overlap
         self.write_result(result)

@@ -33,20 +33,20 @@ def boots(ours, upstream, why=None):
     rows = []
     if ours is None:
         rows.append(report.not_measured('P1 accel/plain boot', why,
-                                        '<= 1.10'))
+                                        '<= 1.05'))
     else:
         acc, plain = ours['accel'], ours['plain']
         rows.append(report.Row(
             'P1 accel/plain boot, median (n=%d each)' % len(acc),
             _ms(report.median(acc)), 'plain %s' % _ms(report.median(plain)),
             report.ratio(report.median(acc), report.median(plain)),
-            '<= 1.10', report.ratio(report.median(acc),
-                                    report.median(plain)) <= 1.10))
+            '<= 1.05', report.ratio(report.median(acc),
+                                    report.median(plain)) <= 1.05))
         rows.append(report.Row(
             'P1 accel/plain boot, p95', _ms(report.p95(acc)),
             'plain %s' % _ms(report.p95(plain)),
-            report.ratio(report.p95(acc), report.p95(plain)), '<= 1.10',
-            report.ratio(report.p95(acc), report.p95(plain)) <= 1.10))
+            report.ratio(report.p95(acc), report.p95(plain)), '<= 1.05',
+            report.ratio(report.p95(acc), report.p95(plain)) <= 1.05))
     if upstream is not None:
         up = report.ratio(report.median(upstream['accel']),
                           report.median(upstream['plain']))
@@ -56,7 +56,7 @@ def boots(ours, upstream, why=None):
             'plain %s' % _ms(report.median(upstream['plain'])), up))
     if ours is None or upstream is None:
         rows.append(report.not_measured('P2 accel boot ours/upstream', why,
-                                        '<= 0.90'))
+                                        '<= 0.85'))
         rows.append(report.not_measured('P3 Cyborg calls per boot', why,
                                         '= 4'))
         return rows
@@ -68,8 +68,8 @@ def boots(ours, upstream, why=None):
         rows.append(report.Row(
             'P2 accel boot ours/upstream, %s' % label,
             _ms(pick(ours['accel'])),
-            'upstream %s' % _ms(pick(upstream['accel'])), value, '<= 0.90',
-            None if drifted else value <= 0.90,
+            'upstream %s' % _ms(pick(upstream['accel'])), value, '<= 0.85',
+            None if drifted else value <= 0.85,
             note='P2: not judged, the plain boots of the two sides differ '
                  'by %.0f%% (the machine was busier for one side); rerun '
                  'on a quiet machine' % (abs(control - 1) * 100)
