@@ -14,8 +14,9 @@ the way libvirt does it, through that directory:
   neither ``[libvirt] live_migration_uri`` nor
   ``live_migration_inbound_addr``); it writes ``params['destination_xml']``
   (the guest XML Nova updated for the destination: PCI addresses, mdev
-  UUIDs) as the domain's XML, running, and then names the destination in
-  ``<uuid>.host``, the switch-over; then it completes the source's job
+  UUIDs) as the domain's XML, running (paused if it is), and then names
+  the destination in ``<uuid>.host``, the switch-over; then it completes
+  the source's job
   (``complete_job()``, as Nova's functional tests' ``_migrate_stub``), so
   that Nova's migration monitor on the source runs ``_post_live_migration``
   (which destroys and undefines the source's copy; ``DomainFiles`` then
@@ -125,8 +126,13 @@ class Migrations:
         if reason:
             raise MigrationRefused(reason)
         self._replace(uuid, '.xml', xml)
+        # A paused guest stays paused on the destination (as libvirt
+        # does); any other arrives running.
+        state = (fakelibvirt.VIR_DOMAIN_PAUSED
+                 if domain.info()[0] == fakelibvirt.VIR_DOMAIN_PAUSED
+                 else fakelibvirt.VIR_DOMAIN_RUNNING)
         self._replace(uuid, '.state', '{"state": %d, "managed_save": false}'
-                      % fakelibvirt.VIR_DOMAIN_RUNNING)
+                      % state)
         # The switch-over: from here the domain is the destination's.
         self._replace(uuid, '.host', dest)
         return dest
@@ -156,10 +162,12 @@ class Migrations:
                 if uuid in have:
                     continue
                 domain = connection.defineXML(xml)
-                if state.get('state', fakelibvirt.VIR_DOMAIN_RUNNING) in (
-                        fakelibvirt.VIR_DOMAIN_RUNNING,
-                        fakelibvirt.VIR_DOMAIN_PAUSED):
+                power = state.get('state', fakelibvirt.VIR_DOMAIN_RUNNING)
+                if power in (fakelibvirt.VIR_DOMAIN_RUNNING,
+                             fakelibvirt.VIR_DOMAIN_PAUSED):
                     domain.createWithFlags(0)
+                if power == fakelibvirt.VIR_DOMAIN_PAUSED:
+                    domain.suspend()
                 taken.append(uuid)
         for uuid in taken:
             LOG.info('Domain %s migrated to this host (%s): defined and '

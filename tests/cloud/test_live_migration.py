@@ -52,10 +52,10 @@ class LiveMigrationTest(base.CloudTestCase):
         self.assertEqual(200, response.status_code, response.text)
         return response.json()['migrations']
 
-    def live_migrate(self, server_id, status='completed'):
+    def live_migrate(self, server_id, status='completed', wait='ACTIVE'):
         """The admin live-migrates the server (the scheduler picks the
         host); waits until the migration is ``status`` and the server
-        ACTIVE; returns (server, migration)."""
+        ``wait``; returns (server, migration)."""
         before = len(self.migrations(server_id))
         response = self._compute(
             self.admin, 'post', '/servers/%s/action' % server_id,
@@ -71,7 +71,7 @@ class LiveMigrationTest(base.CloudTestCase):
         migration = base.wait_until(ended, 'live migration of server %s'
                                     % server_id)
         self.assertEqual(status, migration['status'], migration)
-        server = self.wait_for_status(server_id, 'ACTIVE')
+        server = self.wait_for_status(server_id, wait)
         return server, migration
 
     def assert_on(self, server, host, migration):
@@ -115,6 +115,31 @@ class LiveMigrationTest(base.CloudTestCase):
         self.delete(server_id)
         self.assertFalse(os.path.exists(self.domain_file(server_id)))
         self.assertEqual({}, self.allocations(server_id))
+
+    def test_paused_server_arrives_paused(self):
+        server = self.boot(self.plain_flavor())
+        server_id = server['id']
+        source = server['OS-EXT-SRV-ATTR:host']
+        response = self._compute(self.owner, 'post',
+                                 '/servers/%s/action' % server_id,
+                                 json={'pause': None})
+        self.assertEqual(202, response.status_code, response.text)
+        self.wait_for_status(server_id, 'PAUSED')
+
+        server, migration = self.live_migrate(server_id, wait='PAUSED')
+        self.assertNotEqual(source, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(3, server['OS-EXT-STS:power_state'])  # paused
+        self.assertEqual(server['OS-EXT-SRV-ATTR:host'],
+                         self.domain_owner(server_id))
+
+        response = self._compute(self.owner, 'post',
+                                 '/servers/%s/action' % server_id,
+                                 json={'unpause': None})
+        self.assertEqual(202, response.status_code, response.text)
+        server = self.wait_for_status(server_id, 'ACTIVE')
+        self.assertEqual('running', self.diagnostics(server_id)['state'])
+        self.delete(server_id)
+        self.assertFalse(os.path.exists(self.domain_file(server_id)))
 
     def test_failed_migration_leaves_the_server_on_the_source(self):
         server = self.boot(self.plain_flavor())

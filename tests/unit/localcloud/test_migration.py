@@ -110,6 +110,15 @@ class MigrationTest(testtools.TestCase):
         # Taken over once.
         self.assertEqual(1, len(self._domains('compute2')))
 
+    def test_paused_guest_arrives_paused(self):
+        domain = self._boot()
+        with self.on('compute1'):
+            domain.suspend()
+        self.assertEqual(fakelibvirt.VIR_DOMAIN_JOB_COMPLETED,
+                         self._migrate(domain, 'compute1', 'compute2'))
+        moved = self._lookup('compute2')
+        self.assertEqual(fakelibvirt.VIR_DOMAIN_PAUSED, moved.info()[0])
+
     def test_listing_takes_the_domain_over(self):
         domain = self._boot()
         self._migrate(domain, 'compute1', 'compute2')
