@@ -4,11 +4,13 @@ Order: RabbitMQ starts first (it takes the longest) while MariaDB starts. At
 a first start every service's schema is then made by its own tool, in
 parallel (the real ``keystone-manage``, ``placement-manage``,
 ``glance-manage``, ``nova-manage`` and ``cyborg-dbsync upgrade``), the WSGI
-services start under gunicorn, Keystone gets the service users and the
-catalog, and all of that is saved (:mod:`localcloud.schemas`) before the RPC
-services start (:mod:`localcloud.rpc`). A start that finds its schemas saved
-restores them instead, and starts the WSGI and RPC services side by side.
-Then the simulated compute hosts, each with its sidecar
+services start in one process each (:mod:`localcloud.wsgi`), Keystone gets
+the service users and the catalog, and all of that is saved
+(:mod:`localcloud.schemas`) before the RPC services start
+(:mod:`localcloud.rpc`). A start that finds its schemas saved restores them
+instead, and starts nova-conductor and nova-scheduler beside the WSGI
+services (cyborg-conductor, which authenticates as it starts, once they
+answer). Then the simulated compute hosts, each with its sidecar
 (:mod:`localcloud.hosts`). A failure names the service and shows the last
 lines of its log (and, when hosts lack their FPGAs, of cyborg-conductor's).
 ``<root>/startup.json`` says when each service was started and ready
@@ -88,16 +90,10 @@ def _start_rabbit(layout):
                             stderr=subprocess.STDOUT, env=_rabbit_env(layout))
 
 
-def _gunicorn(layout, name, env):
-    env = dict(env, LOCALCLOUD_WSGI_APP=name)
-    argv = [layout.bin('gunicorn'), '--bind',
-            '127.0.0.1:%d' % layout.port(name), '--workers', '1',
-            '--threads', '8', '--worker-class', 'gthread', '--timeout',
-            '300', '--graceful-timeout', '5', '--access-logfile', '-',
-            '--error-logfile', '-', '--name', name,
-            '--control-socket', layout.path('pids', name + '.ctl'),
-            'localcloud.wsgi:application']
-    return procs.start(layout, name, argv, env)
+def _wsgi_service(layout, name, env):
+    return procs.start(layout, name, [
+        layout.python, '-m', 'localcloud.wsgi', name,
+        str(layout.port(name))], env)
 
 
 def _migrations(layout, files):
@@ -189,7 +185,7 @@ def _launch_api_services(layout, files, progress):
         'neutron': ({}, '/'),
     }
     progress.started(*apis)
-    started = {name: _gunicorn(layout, name, env)
+    started = {name: _wsgi_service(layout, name, env)
                for name, (env, _) in apis.items()}
 
     def wait(name, path):
@@ -201,20 +197,21 @@ def _launch_api_services(layout, files, progress):
     return [(wait, name, path) for name, (_, path) in apis.items()]
 
 
-def _start_rpc_services(layout, files):
-    """nova-conductor and nova-scheduler in one process, cyborg-conductor
-    in another (:mod:`localcloud.rpc`)."""
-    # cyborg-conductor looks bitstreams up in Glance with openstacksdk.
-    glance_cloud = {'OS_CLIENT_CONFIG_FILE': files['clouds']}
+def _start_nova_rpc(layout, files, progress):
+    """nova-conductor and nova-scheduler in one process
+    (:mod:`localcloud.rpc`)."""
+    progress.started('nova-conductor', 'nova-scheduler')
     procs.start(layout, 'nova-conductor', [
         layout.python, '-m', 'localcloud.rpc', 'nova', '--config-file',
         files['nova']], also=('nova-scheduler',))
+
+
+def _start_cyborg_conductor(layout, files, progress):
+    # It looks bitstreams up in Glance with openstacksdk.
+    progress.started('cyborg-conductor')
     procs.start(layout, 'cyborg-conductor', [
         layout.python, '-m', 'localcloud.rpc', 'cyborg', '--config-file',
-        files['cyborg']], glance_cloud)
-
-
-RPC_SERVICES = ('nova-conductor', 'nova-scheduler', 'cyborg-conductor')
+        files['cyborg']], {'OS_CLIENT_CONFIG_FILE': files['clouds']})
 
 
 def _wait_rabbit(layout, rabbit, progress):
@@ -270,9 +267,10 @@ def up(layout, out=print):
                  'own tools made at a first start)' % entry)
         waits = _launch_api_services(layout, files, progress)
         _wait_rabbit(layout, rabbit, progress)
-        progress.started(*RPC_SERVICES)
-        _start_rpc_services(layout, files)
+        _start_nova_rpc(layout, files, progress)
         _parallel(waits)
+        # It authenticates with Keystone as it starts.
+        _start_cyborg_conductor(layout, files, progress)
     else:
         _migrate(layout, files, progress)
         _parallel(_launch_api_services(layout, files, progress))
@@ -287,8 +285,8 @@ def up(layout, out=print):
                  else 'schemas not saved (see %s)' % procs.log_path(
                      layout, 'schema-cache'))
         _wait_rabbit(layout, rabbit, progress)
-        progress.started(*RPC_SERVICES)
-        _start_rpc_services(layout, files)
+        _start_nova_rpc(layout, files, progress)
+        _start_cyborg_conductor(layout, files, progress)
     conn = identity.admin_connection(layout)
     progress.started(*layout.hosts)
     started = {host: hosts.launch(layout, host) for host in layout.hosts}
