@@ -45,13 +45,6 @@ ENDED = ('completed', 'error', 'failed', 'cancelled')
 #: makes the source fail the next live migration of the server's domain
 #: (localcloud.migration).
 FAIL_SUFFIX = '.fail-migration'
-#: What the committed live migration flow lacks for a device bound at
-#: once (no FPGA programming): passes with it in the working tree.
-WAITING_FOR = (
-    'nova_cyborg.live_migration does not yet accept Cyborg 17\'s HTTP 400 '
-    'to binding the destination\'s ARQs under the server\'s alias (Cyborg '
-    'notifies Nova within the PATCH, Nova answers 404 for the alias, the '
-    'ARQs are Bound): the migration ends in error (#16)')
 
 
 @testtools.skipUnless(LIVE_MIGRATION, 'Live migration is not available, or '
@@ -181,7 +174,6 @@ class AdminLiveMigrationTest(base.AcceleratorTest):
         return arqs
 
     @decorators.idempotent_id('5f0f5a5e-8f0e-4d44-9a43-0a6c1f6b7d21')
-    @testtools.skip(WAITING_FOR)
     def test_live_migratable_device_there_and_back(self):
         server_id = self.create_server(self.migratable_flavor)
         source = self.show_server(server_id)['OS-EXT-SRV-ATTR:host']
@@ -211,7 +203,6 @@ class AdminLiveMigrationTest(base.AcceleratorTest):
         self.assertFalse(os.path.exists(path), path)
 
     @decorators.idempotent_id('c2a4e0f3-6b1d-4e8a-9f57-3d2b8e1c0a46')
-    @testtools.skip(WAITING_FOR)
     def test_failed_migration_leaves_the_device_on_the_source(self):
         xml_dir = CONF.nova_cyborg.domain_xml_dir
         if not xml_dir:
