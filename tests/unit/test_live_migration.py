@@ -345,3 +345,34 @@ class BindEventTest(ConductorTest):
             nova_exception.MigrationPreCheckError, lm.bind_destination,
             self.context, self.instance, self.migration, self.spec)
         self.cyclient.delete_arqs_by_uuid.assert_called_with([uuids.b0])
+
+
+class HooksWithoutAcceleratorsTest(Base):
+    """A server without accelerators runs upstream's code: every live
+    migration hook returns what it was given and asks Cyborg nothing."""
+
+    def test_nothing_asked(self):
+        from nova_cyborg.hooks import compute as compute_hooks
+        from nova_cyborg.hooks import conductor as conductor_hooks
+        from nova_cyborg.hooks import libvirt as libvirt_hooks
+        self.no_accelerators()
+        mdevs = {uuids.mdev: uuids.inst}
+        data = objects.LibvirtLiveMigrateData()
+        self.assertIs(mdevs, libvirt_hooks.live_migration_source_mdevs(
+            mock.sentinel.driver, self.context, self.instance, data, mdevs))
+        self.assertIs(data, libvirt_hooks.pre_live_migration(
+            mock.sentinel.driver, self.context, self.instance, data))
+        compute_hooks.live_migration_succeeded(self.context, self.instance)
+        compute_hooks.live_migration_rolled_back(self.context, self.instance)
+        conductor_hooks.refuse_forced_live_migration(self.instance, 'host')
+        conductor_hooks.live_migration_task_rollback(self.context,
+                                                     self.instance)
+        spec = objects.RequestSpec(requested_resources=[])
+        conductor_hooks.add_live_migration_profile_groups(
+            self.context, spec, self.instance)
+        self.assertEqual([], spec.requested_resources)
+        self.assertEqual([], conductor_hooks.bind_live_migration_arqs(
+            self.context, self.instance, mock.sentinel.migration, spec))
+        self.get_client.assert_not_called()
+        self.save.assert_not_called()
+        self.assertEqual({}, self.instance.system_metadata)
