@@ -79,6 +79,11 @@ def _rabbit_env(layout):
     env.update(NOVA_CYBORG_RABBIT_DIR=layout.path('rabbitmq'),
                NOVA_CYBORG_RABBIT_PORT=str(layout.port('rabbit')),
                NOVA_CYBORG_RABBIT_MGMT_PORT='0',
+               # RabbitMQ's own defaults, and one scheduler (with its
+               # allocators) instead of one per core: a small broker.
+               RABBITMQ_SERVER_ERL_ARGS='+P 1048576 +t 5000000 +stbt db '
+               '+zdbbl 128000 +sbwt none +sbwtdcpu none +sbwtdio none '
+               '+S 1:1 +SDcpu 1:1 +SDio 2',
                NOVA_CYBORG_RABBIT_NODE='nova-cyborg-cloud-%d@localhost' %
                layout.port_base)
     return env
@@ -90,10 +95,16 @@ def _start_rabbit(layout):
                             stderr=subprocess.STDOUT, env=_rabbit_env(layout))
 
 
-def _wsgi_service(layout, name, env):
-    return procs.start(layout, name, [
-        layout.python, '-m', 'localcloud.wsgi', name,
-        str(layout.port(name))], env)
+def _wsgi_service(layout, name, env, also=()):
+    argv = [layout.python, '-m', 'localcloud.wsgi']
+    for each in (name,) + also:
+        argv += [each, str(layout.port(each))]
+    return procs.start(layout, name, argv, env, also=also)
+
+
+#: WSGI services served from another's process: the Neutron stand-in
+#: (no configuration of its own) from Placement's (its own ConfigOpts).
+GUESTS = {'neutron': 'placement'}
 
 
 def _migrations(layout, files):
@@ -185,8 +196,10 @@ def _launch_api_services(layout, files, progress):
         'neutron': ({}, '/'),
     }
     progress.started(*apis)
-    started = {name: _wsgi_service(layout, name, env)
-               for name, (env, _) in apis.items()}
+    started = {name: _wsgi_service(layout, name, env, also=tuple(
+        g for g, host in GUESTS.items() if host == name))
+        for name, (env, _) in apis.items() if name not in GUESTS}
+    started.update({g: started[host] for g, host in GUESTS.items()})
 
     def wait(name, path):
         procs.wait(layout, name, started[name], url=layout.url(name, path),

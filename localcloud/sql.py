@@ -43,7 +43,7 @@ def start(layout):
         '--max-connections=2000', '--character-set-server=utf8mb4',
         # A small cloud's data fits in a small pool; the other caches
         # serve engines it does not use (MyISAM, Aria's system tables).
-        '--innodb-buffer-pool-size=48M', '--innodb-log-buffer-size=4M',
+        '--innodb-buffer-pool-size=32M', '--innodb-log-buffer-size=4M',
         '--key-buffer-size=1M', '--aria-pagecache-buffer-size=8M',
         '--performance-schema=OFF',
         # Throwaway data: no flush at commit, no doublewrite, and one

@@ -1,7 +1,8 @@
 """The cloud's WSGI applications, and the server that runs each of them.
 
-``python -m localcloud.wsgi NAME PORT`` serves the application NAME on
-127.0.0.1:PORT in one process: werkzeug's threaded HTTP/1.1 server (a
+``python -m localcloud.wsgi NAME PORT [NAME PORT ...]`` serves the
+application NAME on 127.0.0.1:PORT, and the others on theirs, in one
+process: werkzeug's threaded HTTP/1.1 server (a
 dependency of Keystone's Flask), a thread per connection. A gunicorn per
 service cost a master process besides its one worker (26 MiB of RSS
 each, six of them) and bought nothing on a loopback cloud of one worker
@@ -15,10 +16,17 @@ imported (its own ``cyborg-api`` script fails under that backend), and
 reads its config file from ``CYBORG_CONFIG_FILE``.
 """
 
+import errno
 import importlib
 import logging
 import os
+import socket
 import sys
+import threading
+import time
+
+#: Seconds to wait for a port that another socket holds.
+BIND_TIMEOUT = 60
 
 APPS = {
     'keystone': 'keystone.wsgi.api',
@@ -54,29 +62,67 @@ def _mounted(app, prefix):
     return mounted
 
 
-def serve(name, port):
+def _listen(name, port):
+    """A listening socket on 127.0.0.1:``port``.
+
+    The cloud's ports lie in the kernel's ephemeral range: another
+    program's connection may hold one for a while (gunicorn retried
+    too), so a port in use is waited for, with a deadline.
+    """
+    deadline = time.monotonic() + BIND_TIMEOUT
+    while True:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(('127.0.0.1', port))
+            sock.listen(128)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            sys.stderr.write('%s: port %d in use, waiting for it\n' % (
+                name, port))
+            time.sleep(0.5)
+
+
+def _server(name, sock):
     from werkzeug import serving
 
     app = _load(name)
     prefix = os.environ.get('SCRIPT_NAME', '').rstrip('/')
     if prefix:
         app = _mounted(app, prefix)
+    return serving.make_server('127.0.0.1', sock.getsockname()[1], app,
+                               threaded=True, fd=sock.fileno())
+
+
+def serve(apps):
+    """Serve ``[(name, port)]``: one server thread each, in this process
+    (the first application's configuration in the environment)."""
     # One line per request on the service's log, as gunicorn's access log.
-    logging.getLogger('werkzeug').setLevel(logging.INFO)
-    if not logging.getLogger('werkzeug').handlers:
+    log = logging.getLogger('werkzeug')
+    log.setLevel(logging.INFO)
+    if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter('%(message)s'))
-        logging.getLogger('werkzeug').addHandler(handler)
-    server = serving.make_server('127.0.0.1', port, app, threaded=True)
-    server.serve_forever()
+        log.addHandler(handler)
+    sockets = [(name, _listen(name, port)) for name, port in apps]
+    servers = [_server(name, sock) for name, sock in sockets]
+    for server in servers[1:]:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
 
 
 def main(argv=None):
+    """``python -m localcloud.wsgi NAME PORT [NAME PORT ...]``"""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] not in APPS or not argv[1].isdigit():
-        sys.exit('usage: python -m localcloud.wsgi %s PORT' %
-                 '|'.join(APPS))
-    serve(argv[0], int(argv[1]))
+    apps = list(zip(argv[::2], argv[1::2]))
+    if (not apps or len(argv) % 2 or
+            any(n not in APPS or not p.isdigit() for n, p in apps)):
+        sys.exit('usage: python -m localcloud.wsgi NAME PORT [NAME PORT '
+                 '...] (NAME: %s)' % '|'.join(APPS))
+    serve([(name, int(port)) for name, port in apps])
 
 
 if __name__ == '__main__':
