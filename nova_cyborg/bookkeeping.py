@@ -13,7 +13,10 @@ Lists:
 * ``RETIRED_PREFIX``: ARQ UUIDs that must be deleted but could not be
   (Cyborg unreachable); deleted at the next move, or with the server;
 * ``ATTACHED_PREFIX``: "<arq uuid> <device profile>" of the ARQs that
-  addAccelerator added (nova_cyborg.attach).
+  addAccelerator added (nova_cyborg.attach);
+* ``LIVE_DEST_PREFIX``: the ARQs created for a live migration's
+  destination, until it succeeds or rolls back
+  (nova_cyborg.live_migration).
 
 And the owner of the server's ARQs in Cyborg (``OWNER_KEY``). Cyborg 17
 binds no ARQ for an instance UUID that already has ARQs, and the ARQs of
@@ -32,6 +35,8 @@ PARKED_PREFIX = 'nova_cyborg_parked_arq_'
 RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
 #: "<arq uuid> <device profile>" of the ARQs that nova_cyborg.attach added.
 ATTACHED_PREFIX = 'nova_cyborg_attached_arq_'
+#: The ARQs created for a live migration's destination.
+LIVE_DEST_PREFIX = 'nova_cyborg_live_dest_arq_'
 #: System metadata: the UUID the server's ARQs are bound under in Cyborg
 #: when it is its alias (absent: the server's own UUID).
 OWNER_KEY = 'nova_cyborg_arq_owner'
@@ -66,6 +71,16 @@ def parked(instance):
     """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs."""
     return [tuple(entry.split(' ', 2))
             for entry in entries(instance, PARKED_PREFIX)]
+
+
+def unbound(instance):
+    """The ARQs of the instance that Cyborg may not tie to it: parked by a
+    resize, retired after a failed deletion, or created for a live
+    migration's destination (bound, if at all, under the other owner).
+    Deleting the server deletes them by UUID."""
+    return ([arq_uuid for arq_uuid, _rp, _host in parked(instance)] +
+            entries(instance, RETIRED_PREFIX) +
+            entries(instance, LIVE_DEST_PREFIX))
 
 
 def attached(instance):

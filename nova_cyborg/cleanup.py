@@ -28,11 +28,9 @@ CONF = nova.conf.CONF
 
 
 def _unbound_arqs(instance):
-    """ARQs of the instance that carry no instance UUID in Cyborg: parked
-    during a resize, or retired after a failed deletion."""
-    return ([arq_uuid for arq_uuid, _rp, _host
-             in bookkeeping.parked(instance)] +
-            bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
+    """ARQs of the instance that Cyborg may not tie to it
+    (:func:`nova_cyborg.bookkeeping.unbound`)."""
+    return bookkeeping.unbound(instance)
 
 
 def _may_have_arqs(instance):

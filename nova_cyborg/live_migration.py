@@ -45,7 +45,7 @@ CONF = nova.conf.CONF
 
 #: System metadata list of the ARQs bound for a live migration's
 #: destination (under the other owner) until it succeeds or rolls back.
-DEST_PREFIX = 'nova_cyborg_live_dest_arq_'
+DEST_PREFIX = bookkeeping.LIVE_DEST_PREFIX
 #: The trait of providers whose devices support VFIO migration.
 LIVE_MIGRATABLE = 'HW_PCI_LIVE_MIGRATABLE'
 #: First pause between two reads of the ARQs, doubled up to POLL_MAX.

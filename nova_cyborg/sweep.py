@@ -43,8 +43,7 @@ def _may_have_arqs(instance):
     """False only if the deleted server is known to have had no ARQs."""
     try:
         return bool(bookkeeping.has_accelerators(instance) or
-                    bookkeeping.parked(instance) or
-                    bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
+                    bookkeeping.unbound(instance))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
         LOG.debug('Cannot read the flavor of deleted instance %s: %s; '
                   'asking Cyborg anyway', instance.uuid, e)
@@ -53,9 +52,7 @@ def _may_have_arqs(instance):
 
 def _unbound(instance):
     try:
-        return ([arq_uuid for arq_uuid, _rp, _host
-                 in bookkeeping.parked(instance)]
-                + bookkeeping.entries(instance, bookkeeping.RETIRED_PREFIX))
+        return bookkeeping.unbound(instance)
     except Exception:  # noqa: B902 (a deleted row may not load)
         return []
 

@@ -50,6 +50,15 @@ class OwnerTest(test.NoDBTestCase):
         self.assertTrue(bookkeeping.own_arqs(self.instance))
         self.assertEqual(uuids.inst, bookkeeping.arq_owner(self.instance))
 
+    def test_unbound_arqs(self):
+        meta = self.instance.system_metadata
+        meta['nova_cyborg_parked_arq_0'] = '%s %s host1' % (uuids.parked,
+                                                            uuids.rp)
+        meta['nova_cyborg_retired_arq_0'] = uuids.retired
+        meta[bookkeeping.LIVE_DEST_PREFIX + '0'] = uuids.dest
+        self.assertEqual([uuids.parked, uuids.retired, uuids.dest],
+                         bookkeeping.unbound(self.instance))
+
     def test_instance_without_system_metadata(self):
         instance = objects.Instance(uuid=uuids.inst)
         self.assertEqual(uuids.inst, bookkeeping.arq_owner(instance))

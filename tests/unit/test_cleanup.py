@@ -69,6 +69,17 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
         cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
         cyclient.delete_arqs_strictly.assert_called_once_with([uuids.parked])
 
+    def test_deletes_a_live_migrations_destination_arqs(self, get_client):
+        # Deleted while a live migration was under way (or after a
+        # conductor stopped between the create and the bind): the
+        # destination's ARQs may not be bound to the server at all.
+        instance = _instance({'accel:device_profile': 'dp1'})
+        instance.system_metadata['nova_cyborg_live_dest_arq_0'] = uuids.dest
+        cleanup.delete_arqs_of_deleting_instance(self.context, instance)
+        cyclient = get_client.return_value
+        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        cyclient.delete_arqs_strictly.assert_called_once_with([uuids.dest])
+
     def test_cyborg_failure_is_logged_not_raised(self, get_client):
         get_client.return_value.delete_arqs_for_instance.side_effect = (
             exception.CyborgError(op='delete', msg='down', status=503))
