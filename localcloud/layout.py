@@ -25,6 +25,11 @@ REGION = 'RegionOne'
 PASSWORD = 'nova-cyborg'          # loopback only: every account's password
 DB_USER = 'openstack'
 
+#: A file ``<uuid><MIGRATION_FAIL_SUFFIX>`` in the domain directory makes
+#: the next live migration of that domain fail at the source (tests use it;
+#: localcloud.migration honours it).
+MIGRATION_FAIL_SUFFIX = '.fail-migration'
+
 
 @dataclasses.dataclass
 class Layout:

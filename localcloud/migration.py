@@ -45,11 +45,13 @@ from oslo_log import log as logging
 
 from nova.tests.fixtures import libvirt as fakelibvirt
 
+from localcloud import layout
+
 LOG = logging.getLogger('localcloud.migration')
 
 #: A file ``<uuid><FAIL_SUFFIX>`` in the domain directory makes the next
 #: migration of that domain fail at the source.
-FAIL_SUFFIX = '.fail-migration'
+FAIL_SUFFIX = layout.MIGRATION_FAIL_SUFFIX
 
 
 class MigrationRefused(Exception):

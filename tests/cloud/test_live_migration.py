@@ -13,7 +13,7 @@ fails at the source leaves the server ACTIVE and running on the source.
 
 import os
 
-from localcloud import migration as migration_mod
+from localcloud import layout as layout_mod
 from tests.cloud import base
 
 #: Migrations with their uuid (the consumer of the source's allocation).
@@ -146,7 +146,7 @@ class LiveMigrationTest(base.CloudTestCase):
         server_id = server['id']
         source = server['OS-EXT-SRV-ATTR:host']
         marker = os.path.join(self.layout.domain_xml_dir,
-                              server_id + migration_mod.FAIL_SUFFIX)
+                              server_id + layout_mod.MIGRATION_FAIL_SUFFIX)
         with open(marker, 'w') as f:
             f.write('the test makes the source fail the job\n')
         self.addCleanup(lambda: os.path.exists(marker) and os.unlink(marker))
