@@ -170,8 +170,39 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
             self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch,
                        **kwargs)
         except exception.CyborgError as e:
-            raise exception.AcceleratorRequestBindingFailed(
-                arqs=list(bindings), msg=e.kwargs['msg'])
+            if e.status != 400 or not self._bound_as_asked(bindings):
+                raise exception.AcceleratorRequestBindingFailed(
+                    arqs=list(bindings), msg=e.kwargs['msg'])
+            # A bind without programming completes inside Cyborg's PATCH,
+            # which then sends Nova the bind event and answers 400 when
+            # Nova refuses it: 404 for a UUID Nova does not know (a live
+            # migration's alias), 500 for a server not yet mapped to its
+            # cell (nova_cyborg.early_arqs). The ARQs are bound all the
+            # same, and whoever waits for the event reads them.
+            LOG.warning('Cyborg answered %(status)s to the bind of ARQs '
+                        '%(arqs)s, yet they are Bound as asked: %(err)s',
+                        {'status': e.status, 'arqs': ','.join(sorted(
+                            bindings)), 'err': e.kwargs['msg']})
+
+    def _bound_as_asked(self, bindings):
+        """Whether every ARQ of ``bindings`` is Bound to the host, device
+        provider and instance asked (read back as the service user)."""
+        found = {}
+        try:
+            for owner in {b['instance_uuid'] for b in bindings.values()}:
+                found.update((arq.get('uuid'), arq) for arq in
+                             self.get_arqs_for_instance(owner))
+        except Exception as e:  # noqa: B902 (the bind's error is raised)
+            LOG.warning('Could not read back ARQs %(arqs)s: %(err)s',
+                        {'arqs': ','.join(sorted(bindings)), 'err': e})
+            return False
+        for arq_uuid, binding in bindings.items():
+            arq = found.get(arq_uuid) or {}
+            if arq.get('state') != 'Bound' or any(
+                    arq.get(field) != binding[field] for field in
+                    ('hostname', 'device_rp_uuid', 'instance_uuid')):
+                return False
+        return True
 
     def unbind_arqs(self, arq_uuids):
         """Unbind ARQs, keeping them; Cyborg frees their attach handles.

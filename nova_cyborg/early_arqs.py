@@ -15,9 +15,11 @@ a thread: Cyborg binds while the conductor records the server (its
 action, block device mappings, tags, cell mapping), and the conductor
 joins the bind (:func:`take_binding`) before it casts the build, so a
 failed bind still fails the build in the conductor, as before. Cyborg's
-bind event may reach nova-api before the server is mapped to its cell and
-be dropped: nova-compute reads the ARQs once it waits for their events,
-and finds them Bound (nova_cyborg.compute).
+bind event may reach nova-api before the server is mapped to its cell:
+nova-api fails it (HTTP 500) and Cyborg answers the bind with 400, yet the
+ARQs are Bound; the client reads them back and goes on
+(``Client.bind_arqs``), and nova-compute reads the ARQs once it waits for
+their events, and finds them Bound (nova_cyborg.compute).
 
 ARQs that nobody took (no host found, the server deleted during
 scheduling, any other failure of the build before its bind) are deleted

@@ -170,25 +170,6 @@ def _delete(cyclient, instance, arq_uuids):
         move.remember_retired(instance, failed)
 
 
-def _bind(cyclient, owner, bindings):
-    """Bind; Nova's 404 to the bind event of ``owner`` is no failure.
-
-    A bind that needs no programming completes within Cyborg's PATCH,
-    which then sends Nova the bind event and answers 400 when Nova answers
-    404 for a UUID it does not know (the alias). The ARQs are bound all
-    the same: :func:`await_bound` reads them back either way.
-    """
-    try:
-        cyclient.bind_arqs(bindings)
-    except exception.AcceleratorRequestBindingFailed as e:
-        if ('Unexpected event code 404 for instance %s' % owner) not in str(
-                e.kwargs.get('msg')):
-            raise
-        LOG.info('Cyborg bound ARQs %s under %s; Nova does not know that '
-                 'UUID (404 to the bind event), as expected',
-                 ','.join(sorted(bindings)), owner)
-
-
 def bind_destination(context, instance, migration, request_spec):
     """Create and bind the destination's ARQs under the other owner.
 
@@ -227,7 +208,9 @@ def bind_destination(context, instance, migration, request_spec):
                                        'm': len(source)})
         record(instance, created)
         mapping = request_spec.get_request_group_mapping()
-        _bind(cyclient, owner, {
+        # Nova's 404 to the alias's bind event is no failure: bind_arqs
+        # reads the ARQs back.
+        cyclient.bind_arqs({
             arq['uuid']: {
                 'hostname': migration.dest_node,
                 'device_rp_uuid': cyclient.get_arq_device_rp_uuid(

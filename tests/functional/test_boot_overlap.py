@@ -9,12 +9,15 @@ the change the step came first, so the hold ran out and the boot failed.
 ARQs created for a server that never reaches its bind are deleted.
 """
 
+import inspect
+
 import fixtures
 
 from nova.conductor import manager as conductor_manager
 from nova.scheduler import manager as scheduler_manager
 from nova.tests.functional.api import client as api_client
 
+from nova_cyborg import early_arqs
 from tests.functional import base
 from tests.functional.harness import waits
 
@@ -40,6 +43,8 @@ class BootOverlapTest(base.AcceleratorTestBase):
             seen.append(waits.wait_until(lambda: until(*args, **kwargs),
                                          what, timeout=HOLD))
             return real(*args, **kwargs)
+        if isinstance(inspect.getattr_static(cls, name), staticmethod):
+            held = staticmethod(held)
         self.useFixture(fixtures.MonkeyPatch(
             '%s.%s.%s' % (cls.__module__, cls.__name__, name), held))
         return seen
@@ -63,6 +68,23 @@ class BootOverlapTest(base.AcceleratorTestBase):
         seen = self.hold(
             conductor_manager.ComputeTaskManager, '_delete_build_request',
             bound, 'the bind while the conductor records the server')
+        server = self.boot(self.flavor)
+        self.assert_accelerated(server, 1)
+        self.assertEqual([True], seen)
+
+    def test_bind_done_before_the_server_is_mapped_to_its_cell(self):
+        # Cyborg binds a device that needs no programming within its PATCH
+        # and sends Nova the bind event at once; here it arrives while the
+        # server is not yet mapped to its cell, and nova-api fails it
+        # (HTTP 500), so Cyborg answers the PATCH with 400. The ARQ is
+        # Bound as asked all the same: the boot goes on (it ended in ERROR).
+        def bind_ended(context, instance, cell):  # a staticmethod
+            with early_arqs._lock:
+                future = early_arqs._binding.get(instance.uuid)
+            return future is not None and future.done()
+        seen = self.hold(
+            conductor_manager.ComputeTaskManager, '_map_instance_to_cell',
+            bind_ended, 'the bind before the server is mapped to its cell')
         server = self.boot(self.flavor)
         self.assert_accelerated(server, 1)
         self.assertEqual([True], seen)

@@ -180,6 +180,60 @@ class BindTest(ClientTestBase):
         self.assertIn('HTTP 403', exc.format_message())
         self.assertEqual([uuids.a0], exc.arqs)
 
+    NOVA_500 = ('Bad API response from Nova for os-server-external-events '
+                'API. Details: Failed to send events: HTTP 500')
+
+    def _refused_by_novas_event(self, arq):
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+        self.requests.patch(ARQS, status_code=400,
+                            json={'error_message': self.NOVA_500})
+        self.requests.get(ARQS + '?instance=' + uuids.inst,
+                          json={'arqs': [arq]})
+
+    def test_bound_although_nova_refused_the_event(self):
+        # A bind without programming completes inside Cyborg's PATCH, which
+        # answers 400 when Nova refuses the bind event (500 for a server
+        # not yet mapped to its cell): read back, the ARQ is Bound as asked.
+        self._refused_by_novas_event(_arq(
+            uuids.a0, state='Bound', hostname='h1', device_rp_uuid=uuids.rp,
+            instance_uuid=uuids.inst))
+        self.client.bind_arqs(self.BINDINGS)
+        self.assertEqual('GET', self.requests.last_request.method)
+
+    def test_refused_and_not_bound_as_asked(self):
+        for arq in (
+                _arq(uuids.a0, state='BindFailed', hostname='h1',
+                     device_rp_uuid=uuids.rp, instance_uuid=uuids.inst),
+                _arq(uuids.a0, state='Bound', hostname='h2',
+                     device_rp_uuid=uuids.rp, instance_uuid=uuids.inst),
+                _arq(uuids.a0, state='Bound', hostname='h1',
+                     device_rp_uuid=uuids.other, instance_uuid=uuids.inst),
+                _arq(uuids.a1, state='Bound', hostname='h1',
+                     device_rp_uuid=uuids.rp, instance_uuid=uuids.inst)):
+            self._refused_by_novas_event(arq)
+            exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                    self.client.bind_arqs, self.BINDINGS)
+            self.assertIn('HTTP 400', exc.format_message())
+            self.assertIn('os-server-external-events', exc.format_message())
+
+    def test_refused_and_read_back_fails(self):
+        self._refused_by_novas_event({})
+        self.requests.get(ARQS + '?instance=' + uuids.inst, status_code=503)
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.client.bind_arqs, self.BINDINGS)
+        self.assertIn('HTTP 400', exc.format_message())
+
+    def test_other_refusals_are_not_read_back(self):
+        self.enable_service_token()
+        self.client = client.get_client(self.context)
+        for status in (403, 409, 500):
+            self.requests.patch(ARQS, status_code=status,
+                                json={'error_message': 'boom'})
+            self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                              self.client.bind_arqs, self.BINDINGS)
+            self.assertEqual('PATCH', self.requests.last_request.method)
+
 
 class QueryTest(ClientTestBase):
 

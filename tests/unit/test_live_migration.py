@@ -327,15 +327,6 @@ class EndTest(Base):
 
 class BindEventTest(ConductorTest):
 
-    def test_novas_404_to_the_alias_event_is_no_failure(self):
-        self.bound_after(0)
-        self.cyclient.bind_arqs.side_effect = (
-            exception.AcceleratorRequestBindingFailed(
-                arqs=[uuids.b0], msg='Cyborg answered HTTP 400: Unexpected '
-                'event code 404 for instance %s' % ALIAS))
-        self.assertEqual([uuids.b0], lm.bind_destination(
-            self.context, self.instance, self.migration, self.spec))
-
     def test_other_bind_failures_are(self):
         self.cyclient.bind_arqs.side_effect = (
             exception.AcceleratorRequestBindingFailed(
