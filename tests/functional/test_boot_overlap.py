@@ -75,9 +75,10 @@ class BootOverlapTest(base.AcceleratorTestBase):
     def test_bind_done_before_the_server_is_mapped_to_its_cell(self):
         # Cyborg binds a device that needs no programming within its PATCH
         # and sends Nova the bind event at once; here it arrives while the
-        # server is not yet mapped to its cell, and nova-api fails it
-        # (HTTP 500), so Cyborg answers the PATCH with 400. The ARQ is
-        # Bound as asked all the same: the boot goes on (it ended in ERROR).
+        # server is not yet mapped to its cell. nova-api answered 500 and
+        # Cyborg the PATCH 400, and the server went to ERROR; now nova-api
+        # answers 422 (patch 0000c) and, were Cyborg to answer 400 all the
+        # same, the client reads the ARQs back and finds them Bound.
         def bind_ended(context, instance, cell):  # a staticmethod
             with early_arqs._lock:
                 future = early_arqs._binding.get(instance.uuid)
