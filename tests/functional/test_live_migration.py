@@ -147,6 +147,51 @@ class LiveMigrateVGPUTest(live_base.LiveMigrationBase):
             'mdev %s removed from %s' % (new_mdev, self.dst))
 
 
+class ForceCompleteTest(VFHosts):
+
+    def test_force_complete_pauses_the_guest_and_moves_its_device(self):
+        # Post-copy is refused (a device's state cannot be fetched page by
+        # page), so Nova's force_complete pauses the guest: the devices'
+        # state is copied with the rest while it is stopped, as VFIO
+        # migration does at every switch-over.
+        arqs = self.assert_on_host(self.server, self.src, self.dst)
+        paused = threading.Event()
+        real_suspend = fakelibvirt.Domain.suspend
+
+        def suspend(domain):
+            real_suspend(domain)
+            paused.set()
+        self.useFixture(fixtures.MockPatchObject(
+            fakelibvirt.Domain, 'suspend', new=suspend))
+
+        def wait_for_pause(domain, dest):
+            # Running (Nova's monitor runs the queued force-complete then),
+            # until the admin forced it to complete.
+            domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
+            self.assertTrue(paused.wait(live_base.waits.DEADLINE))
+            return False
+        self.during_migration = wait_for_pause
+        self.cloud_admin_api.post_server_action(self.server['id'], {
+            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+        with self.acting(self.cloud_admin_api):
+            self._wait_for_migration_status(self.server, ['running'])
+        mig = self.last_migration(self.server)
+        self.cloud_admin_api.force_complete_migration(self.server['id'],
+                                                      mig['id'])
+        with self.acting(self.cloud_admin_api):
+            self._wait_for_migration_status(self.server, ['completed'])
+            server = self._wait_for_state_change(self.server, 'ACTIVE')
+        self.assertTrue(paused.is_set())
+        # Running again on the destination.
+        self.assertEqual(1, server['OS-EXT-STS:power_state'])
+        moved = self.assert_on_host(self.server, self.dst, self.src)
+        self.assertNotEqual({a['uuid'] for a in arqs},
+                            {a['uuid'] for a in moved})
+        with self.acting(self.owner_api):
+            self.assertEqual('ACTIVE',
+                             self.api.get_server(self.server['id'])['status'])
+
+
 class LiveMigrationFailsTest(VFHosts):
     """Each failure ends with the server ACTIVE on its source with its
     devices, and nothing of the destination left."""
