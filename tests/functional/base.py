@@ -37,6 +37,7 @@ from keystoneauth1 import loading as ks_loading
 from nova import context as nova_context
 from nova.tests.functional.api import client as nova_client
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
 
@@ -77,6 +78,29 @@ def cpid(bdf):
     return {'domain': dom, 'bus': bus, 'device': slot, 'function': fn}
 
 
+def _context_manager_without_cell_lock(cell_databases, context):
+    """Nova's ``CellDatabases._wrap_get_context_manager`` without the read
+    lock it takes to read one attribute.
+
+    Nova 34's fixtures deadlock under native threads: a writer transaction
+    (``DatabaseWriteLock``, one lock for every in-memory database) that
+    reads with an untargeted context (``Service.save`` from the service
+    heartbeat) waits for the cells' read lock, which a thread waiting to
+    switch cells (``scatter_gather_cells``: the write lock, preferred to
+    new readers) holds back, while that thread waits for a third, inside
+    ``target_cell`` (holding a read lock), that waits for the writer's
+    lock. The read lock guarded nothing (it was released before the
+    context manager was used), so reading without it changes nothing else.
+    """
+    try:
+        if context.db_connection:
+            return context.db_connection
+    except AttributeError:
+        # Unit tests with None, FakeContext, etc (as Nova's)
+        pass
+    return cell_databases._last_ctxt_mgr
+
+
 class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
     """Base for functional tests against real Nova, Placement and Cyborg.
 
@@ -103,6 +127,10 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                 type(self).__name__,
                 'patched' if self.PATCHED else 'unpatched',
                 'apply' if self.PATCHED else 'revert'))
+        # Before Nova's CellDatabases fixture binds the method.
+        self.useFixture(fixtures.MockPatchObject(
+            nova_fixtures.CellDatabases, '_wrap_get_context_manager',
+            _context_manager_without_cell_lock))
         super().setUp()
         # Loopback sockets for what Cyborg calls.
         placement_app = placement_deploy.loadapp(
