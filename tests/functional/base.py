@@ -27,6 +27,7 @@ started by the tests that program FPGAs.
 # Nova chooses eventlet or native threads before anything else is imported.
 from nova import monkey_patch; monkey_patch.patch()  # noqa: E702
 
+import faulthandler  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from xml.etree import ElementTree
@@ -78,6 +79,11 @@ def cpid(bdf):
     return {'domain': dom, 'bus': bus, 'device': slot, 'function': fn}
 
 
+#: Seconds after which a test still running (body and cleanups) is taken
+#: for hung; far above OS_TEST_TIMEOUT (tox.ini) plus any cleanup.
+HANG_TIMEOUT = 900
+
+
 def _context_manager_without_cell_lock(cell_databases, context):
     """Nova's ``CellDatabases._wrap_get_context_manager`` without the read
     lock it takes to read one attribute.
@@ -127,6 +133,12 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                 type(self).__name__,
                 'patched' if self.PATCHED else 'unpatched',
                 'apply' if self.PATCHED else 'revert'))
+        # A test that hangs (a deadlock, in the test or its cleanup) ends
+        # its worker with every thread's stack on stderr instead of holding
+        # the run until the CI's limit; OS_TEST_TIMEOUT covers the test
+        # body only. First, so that it is cancelled last.
+        faulthandler.dump_traceback_later(HANG_TIMEOUT, exit=True)
+        self.addCleanup(faulthandler.cancel_dump_traceback_later)
         # Before Nova's CellDatabases fixture binds the method.
         self.useFixture(fixtures.MockPatchObject(
             nova_fixtures.CellDatabases, '_wrap_get_context_manager',
