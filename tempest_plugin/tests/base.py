@@ -10,6 +10,7 @@ import json
 from oslo_log import log as logging
 from tempest.common import waiters
 from tempest import config
+from tempest.lib.common import api_microversion_fixture
 from tempest.lib.common import api_version_utils
 from tempest.lib.common.utils import data_utils
 from tempest.lib.common.utils import test_utils
@@ -194,3 +195,28 @@ class AcceleratorTest(checks.AcceleratorChecksMixin, BaseNovaCyborgTest):
         super().resource_setup()
         cls.profile = cls.create_device_profile()
         cls.flavor = cls.create_flavor(cls.profile)
+
+
+#: Migrations with their uuid (the consumer of the source's allocation).
+MIGRATION_UUID_MICROVERSION = '2.59'
+
+
+class AdminMoveTest(AcceleratorTest):
+    """The cloud admin (another project) moves the owner's servers."""
+
+    @classmethod
+    def setup_clients(cls):
+        super().setup_clients()
+        cls.migrations_client = cls.os_admin.migrations_client
+
+    def setUp(self):
+        super().setUp()
+        # The fixture's cleanup resets every microversion it knows of:
+        # give Placement's again too.
+        self.useFixture(api_microversion_fixture.APIMicroversionFixture(
+            compute_microversion=MIGRATION_UUID_MICROVERSION,
+            placement_microversion=self.placement_microversion))
+
+    @property
+    def owner_project(self):
+        return self.os_primary.credentials.project_id

@@ -66,6 +66,17 @@ class CloudTestCase(testtools.TestCase):
 
     # -- accounts and resources ------------------------------------------
 
+    def _profile(self):
+        """A device profile for one of the cloud's FPGAs."""
+        accel = self.admin.accelerator
+        name = _name('profile')
+        response = accel.post('/device_profiles', json=[
+            {'name': name, 'groups': PROFILE_GROUPS}])
+        self.assertEqual(201, response.status_code, response.text)
+        self.addCleanup(accel.delete, '/device_profiles/%s' %
+                        response.json()['uuid'])
+        return name
+
     def _owner(self):
         """A member of a new project, as a cloud's users are."""
         keystone = self.admin.identity

@@ -25,17 +25,6 @@ FIELDS = ('uuid', 'state', 'device_profile_name', 'device_profile_group_id',
 
 class ClientAttachTest(base.CloudTestCase):
 
-    def _profile(self):
-        """A device profile for one of the cloud's FPGAs."""
-        accel = self.admin.accelerator
-        name = base._name('profile')
-        response = accel.post('/device_profiles', json=[
-            {'name': name, 'groups': base.PROFILE_GROUPS}])
-        self.assertEqual(201, response.status_code, response.text)
-        self.addCleanup(accel.delete, '/device_profiles/%s' %
-                        response.json()['uuid'])
-        return name
-
     def _plain_flavor(self):
         flavor = self.admin.compute.create_flavor(
             name=base._name('flavor'), ram=512, vcpus=1, disk=1)

@@ -40,16 +40,6 @@ class CyborgPolicyTest(base.CloudTestCase):
             region_name=layout_mod.REGION, identity_interface='public',
             **scope)
 
-    def _profile(self):
-        accel = self.admin.accelerator
-        name = base._name('profile')
-        response = accel.post('/device_profiles', json=[
-            {'name': name, 'groups': base.PROFILE_GROUPS}])
-        self.assertEqual(201, response.status_code, response.text)
-        self.addCleanup(accel.delete, '/device_profiles/%s' %
-                        response.json()['uuid'])
-        return name
-
     def test_reader_reads_member_writes_arqs(self):
         profile = self._profile()
         reader = self._user('reader').accelerator

@@ -14,7 +14,6 @@ import os
 
 from tempest.common import waiters
 from tempest import config
-from tempest.lib.common import api_microversion_fixture
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
 import testtools
@@ -26,13 +25,10 @@ CONF = config.CONF
 COLD_MIGRATION = (CONF.compute_feature_enabled.cold_migration and
                   CONF.compute.min_compute_nodes >= 2)
 
-#: Migrations with their uuid (the consumer of the source's allocation).
-MIGRATION_UUID_MICROVERSION = '2.59'
-
 
 @testtools.skipUnless(COLD_MIGRATION, 'Cold migration is not available, or '
                       '[compute] min_compute_nodes is less than 2.')
-class AdminColdMigrationTest(base.AcceleratorTest):
+class AdminColdMigrationTest(base.AdminMoveTest):
 
     credentials = ['primary', 'alt', 'admin']
 
@@ -40,19 +36,6 @@ class AdminColdMigrationTest(base.AcceleratorTest):
     def setup_clients(cls):
         super().setup_clients()
         cls.alt_servers_client = cls.os_alt.servers_client
-        cls.migrations_client = cls.os_admin.migrations_client
-
-    def setUp(self):
-        super().setUp()
-        # The fixture's cleanup resets every microversion it knows of:
-        # give Placement's again too.
-        self.useFixture(api_microversion_fixture.APIMicroversionFixture(
-            compute_microversion=MIGRATION_UUID_MICROVERSION,
-            placement_microversion=self.placement_microversion))
-
-    @property
-    def owner_project(self):
-        return self.os_primary.credentials.project_id
 
     def assert_projects_apart(self):
         projects = {self.owner_project,

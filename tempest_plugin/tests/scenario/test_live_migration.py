@@ -22,7 +22,6 @@ import os
 
 from tempest.common import waiters
 from tempest import config
-from tempest.lib.common import api_microversion_fixture
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
 import testtools
@@ -34,8 +33,6 @@ CONF = config.CONF
 
 LIVE_MIGRATION = (CONF.compute_feature_enabled.live_migration and
                   CONF.compute.min_compute_nodes >= 2)
-#: Migrations with their uuid (the consumer of the source's allocation).
-MIGRATION_UUID_MICROVERSION = '2.59'
 TRAIT = 'HW_PCI_LIVE_MIGRATABLE'
 #: The local cloud's live-migratable VFs (localcloud.configs).
 MIGRATABLE_RC = 'CUSTOM_MIGRATABLE_VF'
@@ -49,14 +46,9 @@ FAIL_SUFFIX = '.fail-migration'
 
 @testtools.skipUnless(LIVE_MIGRATION, 'Live migration is not available, or '
                       '[compute] min_compute_nodes is less than 2.')
-class AdminLiveMigrationTest(base.AcceleratorTest):
+class AdminLiveMigrationTest(base.AdminMoveTest):
 
     credentials = ['primary', 'admin']
-
-    @classmethod
-    def setup_clients(cls):
-        super().setup_clients()
-        cls.migrations_client = cls.os_admin.migrations_client
 
     @classmethod
     def resource_setup(cls):
@@ -73,16 +65,6 @@ class AdminLiveMigrationTest(base.AcceleratorTest):
                     MIGRATABLE_RC, TRAIT))
         cls.migratable = cls.create_device_profile(MIGRATABLE_GROUPS)
         cls.migratable_flavor = cls.create_flavor(cls.migratable)
-
-    def setUp(self):
-        super().setUp()
-        self.useFixture(api_microversion_fixture.APIMicroversionFixture(
-            compute_microversion=MIGRATION_UUID_MICROVERSION,
-            placement_microversion=self.placement_microversion))
-
-    @property
-    def owner_project(self):
-        return self.os_primary.credentials.project_id
 
     # -- reading -----------------------------------------------------------
 
