@@ -228,7 +228,7 @@ def _add(manager, context, instance, dp_name):
             _refuse_mdevs(arqs)
             nc_libvirt.attach_pci_hostdevs(_guest(manager, instance), arqs)
     except Exception as e:
-        reason = _reason(e)
+        reason = exception.reason(e)
         LOG.error('Attaching the accelerators of device profile %(dp)s '
                   'failed; putting everything back: %(err)s',
                   {'dp': dp_name, 'err': reason}, instance=instance)
@@ -289,9 +289,3 @@ def _refuse_mdevs(arqs):
             raise exception.AcceleratorAttachFailed(reason=_(
                 'a %s accelerator cannot be plugged into a running server; '
                 'stop the server first') % arq.attach_type)
-
-
-def _reason(exc):
-    if hasattr(exc, 'format_message'):
-        return exc.format_message()
-    return str(exc) or type(exc).__name__

@@ -87,16 +87,6 @@ def _port_bindings(cyclient, instance, hostname, mapping, requested_networks,
     return bindings
 
 
-def _reason(exc):
-    """The innermost message of a failure, without repeated prefixes."""
-    kwargs = getattr(exc, 'kwargs', None) or {}
-    if isinstance(kwargs.get('msg'), str):
-        return kwargs['msg']
-    if hasattr(exc, 'format_message'):
-        return exc.format_message()
-    return str(exc) or type(exc).__name__
-
-
 def _free_allocation(context, instance, nodename):
     """Free what the scheduler allocated on ``nodename`` for the instance.
 
@@ -179,7 +169,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
             if bookkeeping.own_arqs(instance):
                 instance.save()
     except Exception as e:
-        msg = _reason(e)
+        msg = exception.reason(e, 'msg')
         LOG.error('Creating or binding accelerator requests on %(host)s '
                   'failed; deleting ARQs %(arqs)s: %(err)s',
                   {'host': hostname, 'arqs': ','.join(created), 'err': msg},

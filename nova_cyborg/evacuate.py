@@ -58,12 +58,6 @@ def _record(context, instance, message, host):
                     '%(err)s', {'ev': EVENT, 'err': e}, instance=instance)
 
 
-def _reason(exc):
-    if hasattr(exc, 'format_message'):
-        return exc.format_message()
-    return str(exc) or type(exc).__name__
-
-
 def _evacuating(instance, hostname):
     """True if ``hostname`` is a new host for an instance on a host."""
     return bool(instance.obj_attr_is_set('host') and instance.host and
@@ -111,7 +105,7 @@ def attached_bindings(context, instance, hostname, cyclient, created):
             added, mapping = _claim(context, reportclient, instance,
                                     tree_uuid, profile)
         except Exception as e:  # noqa: B902 (this host cannot: dropped)
-            dropped.append('%s (%s)' % (profile, _reason(e)))
+            dropped.append('%s (%s)' % (profile, exception.reason(e)))
             continue
         arqs = cyclient.create_arqs(profile)
         created.extend(arq['uuid'] for arq in arqs)

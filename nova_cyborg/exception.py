@@ -78,3 +78,16 @@ class AcceleratorAttachFailed(nova_exception.NovaException):
     """Attaching or detaching accelerators failed; nothing was changed."""
 
     msg_fmt = _("Attaching or detaching accelerators failed: %(reason)s")
+
+
+def reason(exc, key=None):
+    """The message of a failure for a log, fault or refusal: the string
+    its kwargs hold under ``key`` (the innermost message, without the
+    prefixes each layer adds), else its formatted message, else its text
+    or class name."""
+    kwargs = getattr(exc, 'kwargs', None) or {}
+    if key and isinstance(kwargs.get(key), str):
+        return kwargs[key]
+    if hasattr(exc, 'format_message'):
+        return exc.format_message()
+    return str(exc) or type(exc).__name__

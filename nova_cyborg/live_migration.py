@@ -220,7 +220,7 @@ def bind_destination(context, instance, migration, request_spec):
         await_bound(nc_client.get_client(context), owner, created)
     except Exception as e:
         reason = _('binding the accelerators on %(host)s failed: %(err)s') % {
-            'host': migration.dest_node, 'err': _reason(e)}
+            'host': migration.dest_node, 'err': exception.reason(e, 'reason')}
         LOG.error('Live migration: %s; deleting ARQs %s', reason,
                   ','.join(created), instance=instance)
         if created:
@@ -232,15 +232,6 @@ def bind_destination(context, instance, migration, request_spec):
     LOG.info('Bound ARQs %s on %s for the live migration',
              ','.join(created), migration.dest_node, instance=instance)
     return created
-
-
-def _reason(exc):
-    kwargs = getattr(exc, 'kwargs', None) or {}
-    if isinstance(kwargs.get('reason'), str):
-        return kwargs['reason']
-    if hasattr(exc, 'format_message'):
-        return exc.format_message()
-    return str(exc) or type(exc).__name__
 
 
 def forget_destination(context, instance):
