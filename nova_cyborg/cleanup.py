@@ -27,21 +27,26 @@ LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 
 
-def _unbound_arqs(instance):
-    """ARQs of the instance that Cyborg may not tie to it
-    (:func:`nova_cyborg.bookkeeping.unbound`)."""
-    return bookkeeping.unbound(instance)
-
-
-def _may_have_arqs(instance):
-    """False only if the instance is known to have no ARQs."""
+def may_have_arqs(instance):
+    """False only if the instance is known to have (had) no ARQs; True
+    when its row does not load (a deleted instance)."""
     try:
-        return (bookkeeping.has_accelerators(instance) or
-                bool(_unbound_arqs(instance)))
+        return bool(bookkeeping.has_accelerators(instance) or
+                    bookkeeping.unbound(instance))
     except Exception as e:  # noqa: B902 (a deleted row may not load)
-        LOG.debug('Cannot read the flavor of deleted instance: %s; '
-                  'asking Cyborg anyway', e, instance=instance)
+        LOG.debug('Cannot read the flavor of deleted instance %s: %s; '
+                  'asking Cyborg anyway', instance.uuid, e,
+                  instance=instance)
         return True
+
+
+def unbound_arqs_of_deleted(instance):
+    """:func:`nova_cyborg.bookkeeping.unbound` of a deleted instance, or
+    none when its row does not load."""
+    try:
+        return bookkeeping.unbound(instance)
+    except Exception:  # noqa: B902 (a deleted row may not load)
+        return []
 
 
 def delete_arqs_if_needed(context, instance, arq_uuids=None):
@@ -61,7 +66,7 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
         except exception.CyborgError as e:
             LOG.error('Failed to delete the accelerator requests of the '
                       'instance: %s', e, instance=instance)
-    extra = list(arq_uuids or []) + _unbound_arqs(instance)
+    extra = list(arq_uuids or []) + bookkeeping.unbound(instance)
     if extra:
         cyclient = cyclient or nc_client.get_client(context)
         cyclient.delete_arqs_by_uuid(extra)
@@ -72,16 +77,12 @@ def delete_arqs_of_deleted_instance(context, instance):
 
     Idempotent: Cyborg deletes nothing for an instance without ARQs.
     """
-    if not _may_have_arqs(instance):
+    if not may_have_arqs(instance):
         return
     try:
         cyclient = nc_client.get_client(context)
         cyclient.delete_arqs_for_instance(instance.uuid)
-        try:
-            unbound = _unbound_arqs(instance)
-        except Exception:  # noqa: B902 (a deleted row may not load)
-            unbound = []
-        cyclient.delete_arqs_by_uuid(unbound)
+        cyclient.delete_arqs_by_uuid(unbound_arqs_of_deleted(instance))
     except exception.CyborgError as e:
         LOG.error('Failed to delete the accelerator requests of deleted '
                   'instance %s: %s', instance.uuid, e, instance=instance)
@@ -104,7 +105,7 @@ def delete_arqs_of_deleting_instance(context, instance):
         if bookkeeping.has_accelerators(instance):
             nc_client.get_client(context).delete_arqs_for_instance(
                 instance.uuid)
-        unbound = _unbound_arqs(instance)
+        unbound = bookkeeping.unbound(instance)
         if unbound:
             nc_client.get_client(context).delete_arqs_strictly(unbound)
     except exception.CyborgError as e:
@@ -113,5 +114,5 @@ def delete_arqs_of_deleting_instance(context, instance):
                   '%(uuid)s, or %(unbound)s) for nova-cyborg-sweep-arqs: '
                   '%(err)s',
                   {'uuid': instance.uuid,
-                   'unbound': ','.join(_unbound_arqs(instance)) or '-',
+                   'unbound': ','.join(bookkeeping.unbound(instance)) or '-',
                    'err': e}, instance=instance)

@@ -30,6 +30,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from nova_cyborg import bookkeeping
+from nova_cyborg import cleanup
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 
@@ -37,24 +38,6 @@ LOG = logging.getLogger(__name__)
 
 #: Deleted servers read from a cell database at a time.
 BATCH = 200
-
-
-def _may_have_arqs(instance):
-    """False only if the deleted server is known to have had no ARQs."""
-    try:
-        return bool(bookkeeping.has_accelerators(instance) or
-                    bookkeeping.unbound(instance))
-    except Exception as e:  # noqa: B902 (a deleted row may not load)
-        LOG.debug('Cannot read the flavor of deleted instance %s: %s; '
-                  'asking Cyborg anyway', instance.uuid, e)
-        return True
-
-
-def _unbound(instance):
-    try:
-        return bookkeeping.unbound(instance)
-    except Exception:  # noqa: B902 (a deleted row may not load)
-        return []
 
 
 def _sweep_instance(cyclient, instance):
@@ -65,7 +48,7 @@ def _sweep_instance(cyclient, instance):
              for arq in cyclient.get_arqs_for_instance(owner)]
     if bound:
         cyclient.delete_arqs_for_instance(instance.uuid)
-    unbound = _unbound(instance)
+    unbound = cleanup.unbound_arqs_of_deleted(instance)
     failed = cyclient.delete_arqs_by_uuid(unbound) if unbound else []
     found = len(bound) + len(unbound) - len(failed)
     if found:
@@ -105,7 +88,7 @@ def sweep(since, batch=BATCH):
     for cell in objects.CellMappingList.get_all(context):
         with nova_context.target_cell(context, cell) as cctxt:
             for instance in _deleted_instances(cctxt, cutoff, batch):
-                if not _may_have_arqs(instance):
+                if not cleanup.may_have_arqs(instance):
                     continue
                 result['servers'] += 1
                 try:
