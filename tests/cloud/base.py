@@ -97,14 +97,7 @@ class CloudTestCase(testtools.TestCase):
 
     def create_accelerator_flavor(self):
         """A device profile for one FPGA and a public flavor using it."""
-        accel = self.admin.accelerator
-        name = _name('profile')
-        response = accel.post('/device_profiles', json=[
-            {'name': name, 'groups': PROFILE_GROUPS}])
-        self.assertEqual(201, response.status_code, response.text)
-        profile = response.json()
-        self.addCleanup(accel.delete, '/device_profiles/%s' %
-                        profile['uuid'])
+        name = self._profile()
         flavor = self.admin.compute.create_flavor(
             name=_name('flavor'), ram=512, vcpus=1, disk=1)
         self.addCleanup(self.admin.compute.delete_flavor, flavor)

@@ -59,8 +59,7 @@ class AttachSteps(object):
         """compute1 fails; the cloud admin evacuates; the owner starts the
         server (since 2.95 it stays stopped on its new host). Returns
         compute1's service."""
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
+        service = self.compute_service('compute1')
         self.computes['compute1'].stop()
         self.admin_api.put_service(service['id'], {'forced_down': 'true'})
         with self.acting(self.cloud_admin_api):

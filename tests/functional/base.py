@@ -364,6 +364,16 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                 for rp in self._get_all_rps_in_a_tree(compute_rp)
                 if rp['uuid'] != compute_rp}
 
+    def compute_service(self, hostname):
+        """The host's nova-compute service, as the admin sees it."""
+        return self.admin_api.get_services(
+            host=hostname, binary='nova-compute')[0]
+
+    def force_down(self, hostname, forced_down):
+        """The admin marks the host's nova-compute forced down (or not)."""
+        self.admin_api.put_service(self.compute_service(hostname)['id'],
+                                   {'forced_down': forced_down})
+
     # Flavors, profiles, servers
 
     def create_profile_flavor(self, groups, name=None):

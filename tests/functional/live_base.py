@@ -73,15 +73,28 @@ class LiveMigrationBase(attach_base.AttachSteps, base.AcceleratorTestBase):
                 lambda rp=rp: TRAIT in self._get_provider_traits(rp),
                 '%s on %s' % (TRAIT, name))
 
-    def admin_live_migrates(self, server, host=None, status='completed'):
-        """The cloud admin (another project) live-migrates the owner's
-        server; waits for the migration's ``status``; returns the server as
-        the admin sees it once ACTIVE again."""
+    def admin_starts_live_migration(self, server, host=None):
+        """The cloud admin (another project) asks to live-migrate the
+        owner's server."""
         self.cloud_admin_api.post_server_action(server['id'], {
             'os-migrateLive': {'host': host, 'block_migration': 'auto'}})
+
+    def admin_live_migrates(self, server, host=None, status='completed'):
+        """The cloud admin live-migrates the owner's server; waits for the
+        migration's ``status``; returns the server as the admin sees it
+        once ACTIVE again."""
+        self.admin_starts_live_migration(server, host)
         with self.acting(self.cloud_admin_api):
             self._wait_for_migration_status(server, [status])
             return self._wait_for_state_change(server, 'ACTIVE')
+
+    def running_live_migration(self, server):
+        """The cloud admin starts live-migrating the owner's server to a
+        host the scheduler chooses; returns the migration once running."""
+        self.admin_starts_live_migration(server)
+        with self.acting(self.cloud_admin_api):
+            self._wait_for_migration_status(server, ['running'])
+        return self.last_migration(server)
 
     def last_migration(self, server):
         """The server's latest live migration, as an operator sees it."""

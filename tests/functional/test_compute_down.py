@@ -19,11 +19,6 @@ from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 class ComputeDownTest(base.AcceleratorTestBase):
 
-    def _force_down(self, hostname, forced_down):
-        service_id = self.admin_api.get_services(
-            host=hostname, binary='nova-compute')[0]['id']
-        self.admin_api.put_service(service_id, {'forced_down': forced_down})
-
     def _domain_uuids(self, hostname):
         conn = self.computes[hostname].driver._host.get_connection()
         flags = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |
@@ -32,7 +27,7 @@ class ComputeDownTest(base.AcceleratorTestBase):
 
     def _restart(self, hostname):
         self.restart_compute_service(hostname)
-        self._force_down(hostname, False)
+        self.force_down(hostname, False)
         # What the restarted nova-compute does first (a periodic task run
         # immediately), done here explicitly: reap the domains of deleted
         # servers.
@@ -48,7 +43,7 @@ class ComputeDownTest(base.AcceleratorTestBase):
         server = self.boot(flavor)
         bdf = self.arq_bdf(self.assert_accelerated(server, 1)[0])
         self.computes['compute1'].stop()
-        self._force_down('compute1', True)
+        self.force_down('compute1', True)
         return flavor, server, bdf
 
     def _assert_released_after_restart(self, flavor, server, bdf):

@@ -40,8 +40,7 @@ class EvacuateAttachedTest(base.AcceleratorTestBase):
 
     def evacuate(self, server, **compute2):
         self.start_accel_compute('compute2', **compute2)
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
+        service = self.compute_service('compute1')
         self.computes['compute1'].stop()
         self.admin_api.put_service(service['id'], {'forced_down': 'true'})
         # Since 2.95 an evacuated server stays stopped on its new host.

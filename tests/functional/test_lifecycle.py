@@ -243,8 +243,7 @@ class LifecycleTest(ServerWithAcceleratorBase):
 
     def test_evacuate(self):
         self.start_accel_compute('compute2')
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
+        service = self.compute_service('compute1')
         self.computes['compute1'].stop()
         self.admin_api.put_service(service['id'], {'forced_down': 'true'})
 

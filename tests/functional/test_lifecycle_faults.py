@@ -359,8 +359,7 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
 
     def _compute1_dies(self):
         self.start_accel_compute('compute2')
-        self.compute1_service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]['id']
+        self.compute1_service = self.compute_service('compute1')['id']
         self.computes['compute1'].stop()
         self.admin_api.put_service(self.compute1_service,
                                    {'forced_down': 'true'})

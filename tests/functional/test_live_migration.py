@@ -171,11 +171,7 @@ class ForceCompleteTest(VFHosts):
             self.assertTrue(paused.wait(live_base.waits.DEADLINE))
             return False
         self.during_migration = wait_for_pause
-        self.cloud_admin_api.post_server_action(self.server['id'], {
-            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-        with self.acting(self.cloud_admin_api):
-            self._wait_for_migration_status(self.server, ['running'])
-        mig = self.last_migration(self.server)
+        mig = self.running_live_migration(self.server)
         self.cloud_admin_api.force_complete_migration(self.server['id'],
                                                       mig['id'])
         with self.acting(self.cloud_admin_api):
@@ -249,11 +245,7 @@ class LiveMigrationFailsTest(VFHosts):
             self.assertTrue(aborted.wait(live_base.waits.DEADLINE))
             return True
         self.during_migration = wait_for_abort
-        self.cloud_admin_api.post_server_action(self.server['id'], {
-            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-        with self.acting(self.cloud_admin_api):
-            self._wait_for_migration_status(self.server, ['running'])
-        mig = self.last_migration(self.server)
+        mig = self.running_live_migration(self.server)
         self.cloud_admin_api.delete_migration(self.server['id'], mig['id'])
         with self.acting(self.cloud_admin_api):
             self._wait_for_migration_status(self.server, ['cancelled'])

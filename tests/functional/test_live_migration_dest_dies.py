@@ -26,15 +26,6 @@ waits = live_base.waits
 
 class DestinationDiesTest(test_live_migration.VFHosts):
 
-    def _force_down(self, hostname, forced_down):
-        service_id = self.admin_api.get_services(
-            host=hostname, binary='nova-compute')[0]['id']
-        self.admin_api.put_service(service_id, {'forced_down': forced_down})
-
-    def _service_state(self, hostname):
-        return self.admin_api.get_services(
-            host=hostname, binary='nova-compute')[0]['state']
-
     def assert_nothing_on_destination(self, arqs, migration_uuid):
         """ACTIVE on the source with its devices (the source domain holds
         the source's ``<hostdev>``); no ARQ under the destination's alias,
@@ -67,14 +58,13 @@ class DestinationDiesTest(test_live_migration.VFHosts):
             domain.fail_job()
             return True
         self.during_migration = dies_then_fails
-        self.cloud_admin_api.post_server_action(self.server['id'], {
-            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+        self.admin_starts_live_migration(self.server)
         waits.wait_until(entered.is_set, 'the migration to run')
         # The destination's ARQs were created and bound for it.
         self.assertNotEqual([], self.cyborg.list_arqs(
             bookkeeping.alias(self.server['id'])))
         self.computes[self.dst].stop()
-        self._force_down(self.dst, True)
+        self.force_down(self.dst, True)
         died.set()
 
         with self.acting(self.cloud_admin_api):
@@ -88,9 +78,10 @@ class DestinationDiesTest(test_live_migration.VFHosts):
 
         # The destination starts again and settles.
         self.restart_compute_service(self.dst)
-        self._force_down(self.dst, False)
-        waits.wait_until(lambda: self._service_state(self.dst) == 'up',
-                         'nova-compute on %s up' % self.dst)
+        self.force_down(self.dst, False)
+        waits.wait_until(
+            lambda: self.compute_service(self.dst)['state'] == 'up',
+            'nova-compute on %s up' % self.dst)
         self.computes[self.dst].manager.update_available_resource(
             nova_context.get_admin_context())
         self.assertFalse(self.runs_domain(self.dst, self.server))

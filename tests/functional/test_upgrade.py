@@ -124,8 +124,7 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assert_unmoved()
 
     def test_evacuate_to_unpatched_host_refused(self):
-        service = self.admin_api.get_services(
-            host='compute1', binary='nova-compute')[0]
+        service = self.compute_service('compute1')
         self.computes['compute1'].stop()
         self.admin_api.put_service(service['id'], {'forced_down': 'true'})
         exc = self.assertRaises(
