@@ -18,6 +18,7 @@ import sys
 
 from nova import config
 from nova import objects
+from nova import rpc
 from oslo_log import log as logging
 
 from nova_cyborg import conf as nc_conf
@@ -49,9 +50,16 @@ def main(argv=None):
                         help='deleted servers read from a cell database '
                              'at a time (default: %(default)s)')
     args, rest = parser.parse_known_args(argv[1:])
-    config.parse_args([argv[0]] + rest, init_rpc=False)
+    # With RPC, as nova-manage: reading the cell mappings formats their
+    # transport URL with [DEFAULT] transport_url, an option that only
+    # oslo.messaging registers (rpc.init). No message is sent: the
+    # transport connects on first use.
+    config.parse_args([argv[0]] + rest)
     logging.setup(nc_conf.CONF, 'nova')
     objects.register_all()
-    result = sweep.sweep(args.since, args.batch)
+    try:
+        result = sweep.sweep(args.since, args.batch)
+    finally:
+        rpc.cleanup()
     print(json.dumps(result, sort_keys=True))
     return 1 if result['failed'] else 0
