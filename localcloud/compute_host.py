@@ -133,6 +133,10 @@ class DomainFiles:
     def __init__(self, directory, host):
         self.directory = directory
         self.host = host
+        #: Held while the connection's domains and this host's files
+        #: change together (define and write, undefine and remove) and
+        #: while :class:`localcloud.migration.Migrations` compares them.
+        self.lock = threading.RLock()
         os.makedirs(directory, exist_ok=True)
 
     def _path(self, domain, suffix='.xml'):
@@ -215,15 +219,25 @@ class DomainFiles:
         return list(saved)
 
     def fixtures(self):
+        """The patches of fakelibvirt that keep the files. A domain
+        defined or undefined changes the connection and the files under
+        :attr:`lock`: a live migration's take-over never sees one without
+        the other (it would define the domain a second time, or bring an
+        undefined one back)."""
         files = self
 
-        def after(name, action):
+        def after(name, action, locked=False):
             real = getattr(fakelibvirt.Domain, name)
 
             def wrapper(domain, *args, **kwargs):
-                result = real(domain, *args, **kwargs)
-                action(domain)
-                return result
+                if not locked:
+                    result = real(domain, *args, **kwargs)
+                    action(domain)
+                    return result
+                with files.lock:
+                    result = real(domain, *args, **kwargs)
+                    action(domain)
+                    return result
             return fixtures.MonkeyPatch(
                 'nova.tests.fixtures.libvirt.Domain.' + name, wrapper)
 
@@ -231,15 +245,16 @@ class DomainFiles:
             real = getattr(fakelibvirt.Connection, name)
 
             def wrapper(conn, *args, **kwargs):
-                domain = real(conn, *args, **kwargs)
-                files.write(domain)
-                return domain
+                with files.lock:
+                    domain = real(conn, *args, **kwargs)
+                    files.write(domain)
+                    return domain
             return fixtures.MonkeyPatch(
                 'nova.tests.fixtures.libvirt.Connection.' + name, wrapper)
 
         return [returned('defineXML'), returned('createXML'),
-                after('undefine', files.remove),
-                after('undefineFlags', files.remove),
+                after('undefine', files.remove, locked=True),
+                after('undefineFlags', files.remove, locked=True),
                 after('attachDeviceFlags', files.write),
                 after('detachDeviceFlags', files.write)] + [
                     after(name, files.save_state) for name in STATE_CHANGES]

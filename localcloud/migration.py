@@ -9,10 +9,12 @@ and ``.host``, the host that owns the domain), so a domain is handed over
 the way libvirt does it, through that directory:
 
 * the source's ``migrateToURI3(dconnuri, params, flags)`` names the
-  destination host in ``dconnuri`` (Nova's default URI for ``virt_type =
-  qemu`` is ``qemu+tcp://<destination host>/system``; the local cloud sets
-  neither ``[libvirt] live_migration_uri`` nor
-  ``live_migration_inbound_addr``); it writes ``params['destination_xml']``
+  destination in ``dconnuri``: Nova's URI for ``virt_type = qemu`` is
+  ``qemu+tcp://<address>/system``, the address being the destination's
+  ``[libvirt] live_migration_inbound_addr`` (each simulated host has its
+  own loopback address, :meth:`localcloud.layout.Layout.host_address`;
+  ``addresses`` maps it to the host) or, without it, the destination's
+  host name; it writes ``params['destination_xml']``
   (the guest XML Nova updated for the destination: PCI addresses, mdev
   UUIDs) as the domain's XML, running (paused if it is), and then names
   the destination in ``<uuid>.host``, the switch-over; then it completes
@@ -24,7 +26,13 @@ the way libvirt does it, through that directory:
 * the destination's connection takes the domain over when Nova first asks
   for it (``lookupByUUIDString``, ``lookupByName``, ``listAllDomains``):
   a domain the directory says this host owns and the connection does not
-  have is defined and started from its XML.
+  have is defined and started from its XML. That comparison, and the
+  lookup after it, hold the host's ``DomainFiles.lock``, under which the
+  host's own threads define a domain and write its files, or undefine it
+  and remove them: a domain being booted (defined, its files written, not
+  yet started) or deleted on this host is never taken for one that
+  arrived (a boot's domain was defined a second time, shut off, and the
+  boot waited for it to run, for ever).
 
 A migration that cannot be handed over fails the source's job
 (``fail_job()``): Nova's monitor runs ``_rollback_live_migration`` and the
@@ -36,7 +44,6 @@ as the reason).
 """
 
 import os
-import threading
 from urllib import parse
 from xml.etree import ElementTree
 
@@ -84,11 +91,12 @@ def _domain_uuid(xml):
 
 class Migrations:
     """Live migration through the shared directory of ``files`` (the
-    host's :class:`~localcloud.compute_host.DomainFiles`)."""
+    host's :class:`~localcloud.compute_host.DomainFiles`); ``addresses``
+    maps the hosts' migration addresses to their names."""
 
-    def __init__(self, files):
+    def __init__(self, files, addresses=None):
         self.files = files
-        self._lock = threading.Lock()
+        self.addresses = dict(addresses or {})
 
     def _path(self, uuid, suffix):
         return os.path.join(self.files.directory, uuid + suffix)
@@ -117,6 +125,7 @@ class Migrations:
         """
         uuid = domain.UUIDString()
         dest = destination_host(dconnuri)
+        dest = self.addresses.get(dest, dest)
         if dest == self.files.host:
             raise MigrationRefused('the migration URI %r names this host' %
                                    dconnuri)
@@ -158,7 +167,7 @@ class Migrations:
         directory says this host owns and that it does not have yet (a
         live migration's destination). Returns their UUIDs."""
         taken = []
-        with self._lock:
+        with self.files.lock:
             have = {dom.UUIDString() for dom in connection._vms.values()}
             for uuid, (xml, state) in self.files.saved().items():
                 if uuid in have:
@@ -192,8 +201,9 @@ class Migrations:
                 continue
 
             def wrapper(conn, *args, _real=real, **kwargs):
-                migrations.take_over(conn)
-                return _real(conn, *args, **kwargs)
+                with migrations.files.lock:
+                    migrations.take_over(conn)
+                    return _real(conn, *args, **kwargs)
             result.append(fixtures.MonkeyPatch(
                 'nova.tests.fixtures.libvirt.Connection.' + name, wrapper))
         return result
