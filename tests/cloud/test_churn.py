@@ -1,0 +1,494 @@
+"""A randomized churn of server operations by three identities (issue 26).
+
+A member of project A (the owner), a member of project B (another
+tenant) and an admin of project C (the operator) work on the cloud for a
+bounded number of steps drawn from a seed: boot (flavors with an FPGA or
+a live-migratable VF profile, and plain ones), delete, stop/start,
+pause/unpause, suspend/resume, rescue/unrescue, shelve/unshelve, resize
+with confirm or revert, and, by the operator on anyone's server, cold
+and live migration and evacuation (the host stopped, then started
+again); addAccelerator and removeAccelerator. Each step picks an action
+for a server in its current state; a clean 400 or 409 refusal is a valid
+outcome if nothing changed. After every step (:mod:`tests.cloud.churn`):
+no device is in two domains of a host, each server's ``<hostdev>`` are
+its Bound ARQs' devices and its allocation holds exactly those; at the
+end, once everything is deleted, nothing is left.
+
+``NOVA_CYBORG_CHURN_SEED`` and ``NOVA_CYBORG_CHURN_STEPS`` choose the run
+(CI: :data:`churn.DEFAULT_SEED`, :data:`churn.DEFAULT_STEPS`); the seed is
+printed first and a failure gives the command that replays it.
+``NOVA_CYBORG_CHURN_CHAOS=1`` (``tox -e churn-chaos``) kills one service
+with SIGKILL during some steps and starts it again (:mod:`churn_chaos`).
+"""
+
+import random
+import sys
+
+from tests.cloud import base
+from tests.cloud import churn
+from tests.cloud import churn_chaos
+
+#: Instance actions with events (2.51); ``details`` of events (2.84).
+ACTIONS_MICROVERSION = '2.84'
+#: Servers alive at once, at most (two hosts, 4 FPGAs and 4 VFs each).
+MAX_SERVERS = 5
+#: Seconds the per-server invariants may take to settle after a step
+#: (a migration's source cleans up after the server is ACTIVE again).
+CONVERGE = 120
+#: A refusal or a lack of room: valid outcomes if nothing changed.
+NO_ROOM = ('No valid host', 'NoValidHost')
+
+#: action: (who, statuses it is drawn in, weight, status after it).
+#: who: 'owner' of the server or the 'operator'; None: as before.
+ACTIONS = {
+    'stop': ('owner', ('ACTIVE',), 3, 'SHUTOFF'),
+    'start': ('owner', ('SHUTOFF',), 4, 'ACTIVE'),
+    'pause': ('owner', ('ACTIVE',), 2, 'PAUSED'),
+    'unpause': ('owner', ('PAUSED',), 4, 'ACTIVE'),
+    'suspend': ('owner', ('ACTIVE',), 2, 'SUSPENDED'),
+    'resume': ('owner', ('SUSPENDED',), 4, 'ACTIVE'),
+    'rescue': ('owner', ('ACTIVE', 'SHUTOFF'), 2, 'RESCUE'),
+    'unrescue': ('owner', ('RESCUE',), 4, 'ACTIVE'),
+    'shelve': ('owner', ('ACTIVE', 'SHUTOFF'), 1, 'SHELVED_OFFLOADED'),
+    'unshelve': ('owner', ('SHELVED_OFFLOADED',), 3, 'ACTIVE'),
+    'resize': ('owner', ('ACTIVE', 'SHUTOFF'), 2, 'VERIFY_RESIZE'),
+    'confirm': ('owner', ('VERIFY_RESIZE',), 2, None),
+    'revert': ('owner', ('VERIFY_RESIZE',), 2, None),
+    'migrate': ('operator', ('ACTIVE', 'SHUTOFF'), 2, 'VERIFY_RESIZE'),
+    'live_migrate': ('operator', ('ACTIVE', 'PAUSED'), 3, None),
+    'evacuate': ('operator', ('ACTIVE', 'SHUTOFF'), 1, None),
+    'attach': ('owner', ('ACTIVE',), 4, None),
+    'detach': ('owner', ('ACTIVE',), 3, None),
+    'attach_stopped': ('owner', ('SHUTOFF',), 2, None),
+    'detach_stopped': ('owner', ('SHUTOFF',), 2, None),
+    'delete': ('owner', ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED',
+                         'RESCUE', 'SHELVED_OFFLOADED', 'ERROR'), 1, None),
+}
+BOOT_WEIGHT = 6
+
+
+class Server:
+    def __init__(self, server_id, user, flavor):
+        self.id, self.user, self.flavor = server_id, user, flavor
+        self.before = None          # the status before a resize
+        self.pending = None         # the flavor of a resize to confirm
+
+
+class ChurnTest(base.CloudTestCase):
+
+    def setUp(self):
+        super().setUp()
+        if self.layout.computes < 2:
+            self.skipTest('the churn moves servers between two hosts')
+        self.seed, self.steps, self.chaos, self.excluded = churn.settings()
+        self.rng = random.Random(self.seed)
+        self.log = churn.StepLog(self.seed, self.steps, self.chaos,
+                                 self.excluded, out=self._print)
+        self.users = {'A': self.owner, 'B': self._owner(),
+                      'C': self._operator()}
+        fpga = self._profile_of(base.PROFILE_GROUPS)
+        vf = self._profile_of([{'resources:CUSTOM_MIGRATABLE_VF': '1'}])
+        self.profiles = [fpga, vf]
+        self.resource_class = {fpga: 'FPGA', vf: 'CUSTOM_MIGRATABLE_VF'}
+        self.flavors = {'plain': self._flavor(None, 256),
+                        'plain-large': self._flavor(None, 512),
+                        'fpga': self._flavor(fpga, 512),
+                        'vf': self._flavor(vf, 256)}
+        self.servers = {}           # id: Server, in creation order
+        self.mdevs_at_start = churn.mdevs(self.sysfs_roots())
+        self.deleted = []
+        self.addCleanup(self._delete_all_quietly)
+
+    @staticmethod
+    def _print(text):
+        sys.stderr.write(text + '\n')
+        sys.stderr.flush()
+
+    # -- accounts and resources ---------------------------------------------
+
+    def _operator(self):
+        """An admin of project C of its own (not the cloud's admin)."""
+        keystone = self.admin.identity
+        project = keystone.create_project(name=base._name('project-c'),
+                                          domain_id='default')
+        self.addCleanup(keystone.delete_project, project)
+        user = keystone.create_user(
+            name=base._name('operator'), domain_id='default',
+            password=base.layout_mod.PASSWORD, default_project_id=project.id)
+        self.addCleanup(keystone.delete_user, user)
+        for role in ('member', 'admin'):
+            keystone.assign_project_role_to_user(
+                project, user, keystone.find_role(role, ignore_missing=False))
+        return base.openstack.connect(
+            auth_url=self.layout.auth_url, username=user.name,
+            password=base.layout_mod.PASSWORD, project_name=project.name,
+            user_domain_name='Default', project_domain_name='Default',
+            region_name=base.layout_mod.REGION, identity_interface='public')
+
+    def _profile_of(self, groups):
+        name = base._name('profile')
+        response = self.admin.accelerator.post('/device_profiles', json=[
+            {'name': name, 'groups': groups}])
+        self.assertEqual(201, response.status_code, response.text)
+        self.addCleanup(self.admin.accelerator.delete,
+                        '/device_profiles/%s' % response.json()['uuid'])
+        return name
+
+    def _flavor(self, profile, ram):
+        flavor = self.admin.compute.create_flavor(
+            name=base._name('flavor'), ram=ram, vcpus=1, disk=1)
+        self.addCleanup(self.admin.compute.delete_flavor, flavor)
+        if profile:
+            self.admin.compute.create_flavor_extra_specs(
+                flavor, {'accel:device_profile': profile})
+        return flavor.id
+
+    def flavor_profile(self, flavor):
+        return {'fpga': self.profiles[0], 'vf': self.profiles[1]}.get(flavor)
+
+    # -- what the cloud shows ------------------------------------------------
+
+    def all_arqs(self, server_id):
+        return [a for owner in churn.owners(server_id)
+                for a in self.arqs(owner)]
+
+    def snapshot(self, server_id):
+        """What a refused action must not change."""
+        view = self.server(server_id)
+        if view is None:
+            return None
+        return (view['status'], view['OS-EXT-SRV-ATTR:host'],
+                view['OS-EXT-STS:task_state'],
+                sorted((a['uuid'], a['state'], a['device_rp_uuid'])
+                       for a in self.all_arqs(server_id)),
+                churn.device_allocation(self.allocations(server_id)))
+
+    def attached(self, server):
+        """Profiles attached with addAccelerator (not the flavor's)."""
+        flavor_profile = self.flavor_profile(server.flavor)
+        return sorted({a['device_profile_name']
+                       for a in self.all_arqs(server.id)} -
+                      {flavor_profile})
+
+    def problems(self):
+        """Every broken invariant now: (double assignments, the rest)."""
+        domains = churn.read_domains(self.layout.domain_xml_dir)
+        doubles = churn.double_assignments(domains)
+        others = []
+        for server in list(self.servers.values()):
+            view = self.server(server.id)
+            if view is None:
+                others.append('server %s vanished' % server.id)
+                continue
+            others += churn.server_problems(
+                view, domains.get(server.id), self.all_arqs(server.id),
+                self.allocations(server.id), self.resource_class)
+        for server_id in self.deleted:
+            others += churn.gone_problems(
+                server_id, domains, self.all_arqs(server_id),
+                self.allocations(server_id))
+        return doubles, others
+
+    def check(self):
+        """After every step: a device in two guests fails at once; the
+        rest must hold once the step's cleanups have run."""
+        found = {}
+
+        def holds():
+            doubles, others = self.problems()
+            if doubles:
+                self.fail(self.log.failure(doubles))
+            found['last'] = others
+            return not others
+        try:
+            base.wait_until(holds, 'invariants', timeout=CONVERGE)
+        except AssertionError:
+            self.fail(self.log.failure(found['last']))
+
+    # -- the run -----------------------------------------------------------------
+
+    def test_churn(self):
+        self.chaos_monkey = (churn_chaos.Chaos(self.layout, self.rng,
+                                               self.log)
+                             if self.chaos else None)
+        counts = {}
+        for step in range(1, self.steps + 1):
+            self.log.step = step
+            server, action = self.choose()
+            outcome = self.run_step(server, action)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            self.check()
+        self.log.step = self.steps + 1
+        self.log('end: deleting %d servers (outcomes %s)' % (
+            len(self.servers), counts))
+        for server in list(self.servers.values()):
+            self.delete_server(server)
+        self.check()
+        leaks = self.leaks()
+        if leaks:
+            self.fail(self.log.failure(leaks))
+
+    def choose(self):
+        """A (server, action) for the servers' states now, or (None,
+        'boot'); only the seed and the observed states decide."""
+        choices, weights = [], []
+        if len(self.servers) < MAX_SERVERS:
+            choices.append((None, 'boot'))
+            weights.append(BOOT_WEIGHT)
+        for server in self.servers.values():
+            status = self.server(server.id)['status']
+            for action, (_, statuses, weight, _) in sorted(ACTIONS.items()):
+                if status in statuses and action not in self.excluded:
+                    choices.append((server, action))
+                    weights.append(weight)
+        return self.rng.choices(choices, weights)[0]
+
+    def run_step(self, server, action):
+        if action == 'boot':
+            return self.boot_one()
+        if action == 'delete':
+            self.log('%s deletes %s' % (server.user, server.id))
+            self.delete_server(server)
+            return 'deleted'
+        if action == 'evacuate':
+            return self.evacuate(server)
+        body, expected = self.request(server, action)
+        who = ACTIONS[action][0]
+        conn = self.users['C' if who == 'operator' else server.user]
+        before = self.snapshot(server.id)
+        self.log('%s: %s %s %s (%s %s on %s)' % (
+            'C' if who == 'operator' else server.user, action, server.id,
+            body, server.flavor, before[0], before[1]))
+        response = self._compute(conn, 'post', '/servers/%s/action' %
+                                 server.id, json=body)
+        if response.status_code in (400, 409):
+            self.log('  refused %d: %s' % (response.status_code,
+                                           response.text[:300]))
+            self.assertEqual(before, self.snapshot(server.id),
+                             self.log.failure(['a refused %s changed the '
+                                               'server' % action]))
+            return 'refused'
+        self.assertEqual(202, response.status_code, self.log.failure([
+            '%s answered %d: %s' % (action, response.status_code,
+                                    response.text)]))
+        if self.chaos_monkey:
+            self.chaos_monkey.strike()
+        view = self.settle(server.id, action)
+        return self.judge(server, action, before, view, expected,
+                          response.headers.get('x-openstack-request-id'))
+
+    def request(self, server, action):
+        """The action's body, and the status expected after it."""
+        status = self.server(server.id)['status']
+        expected = ACTIONS[action][3] or status
+        if action in ('confirm', 'revert'):
+            expected = server.before
+        simple = {'stop': 'os-stop', 'start': 'os-start',
+                  'pause': 'pause', 'unpause': 'unpause',
+                  'suspend': 'suspend', 'resume': 'resume',
+                  'unrescue': 'unrescue', 'shelve': 'shelve',
+                  'unshelve': 'unshelve', 'migrate': 'migrate',
+                  'confirm': 'confirmResize', 'revert': 'revertResize'}
+        if action in simple:
+            return {simple[action]: None}, expected
+        if action == 'rescue':
+            return {'rescue': {}}, expected
+        if action in ('resize', 'migrate'):
+            server.pending = server.flavor
+        if action == 'resize':
+            flavor = self.rng.choice(sorted(
+                set(self.flavors) - {server.flavor}))
+            server.pending = flavor
+            return {'resize': {'flavorRef': self.flavors[flavor]}}, expected
+        if action == 'live_migrate':
+            return {'os-migrateLive': {'host': None,
+                                       'block_migration': 'auto'}}, expected
+        attached = self.attached(server)
+        if action.startswith('attach'):
+            profile = self.rng.choice(self.profiles)
+            return {'addAccelerator': {'device_profile': profile}}, expected
+        profile = attached[0] if attached else self.rng.choice(self.profiles)
+        return {'removeAccelerator': {'device_profile': profile}}, expected
+
+    def settle(self, server_id, action):
+        """Wait until the server has no task and is out of BUILD (and out
+        of VERIFY_RESIZE after a confirm, which sets no task)."""
+        def settled():
+            view = self.server(server_id)
+            if view is None:
+                return {'status': 'DELETED'}
+            if view['OS-EXT-STS:task_state'] or view['status'] == 'BUILD':
+                return None
+            if action == 'confirm' and view['status'] == 'VERIFY_RESIZE':
+                return None
+            return view
+        return base.wait_until(settled, 'server %s to settle after %s' % (
+            server_id, action))
+
+    def errors(self, server_id, request_id):
+        """The Error events of the instance action ``request_id``."""
+        response = self.admin.compute.get(
+            '/servers/%s/os-instance-actions/%s' % (server_id, request_id),
+            microversion=ACTIONS_MICROVERSION)
+        if response.status_code != 200:
+            return []
+        action = response.json()['instanceAction']
+        return ['%s: %s %s' % (e['event'], e.get('details') or '',
+                               action.get('message') or '')
+                for e in action.get('events', [])
+                if e.get('result') == 'Error']
+
+    def judge(self, server, action, before, view, expected, request_id):
+        """Success, a lack of room that changed nothing, or a failure."""
+        errors = self.errors(server.id, request_id)
+        status = view['status']
+        host = view.get('OS-EXT-SRV-ATTR:host')
+        self.log('  -> %s on %s%s' % (status, host, ''.join(
+            '\n  error event %s' % e for e in errors)))
+        if action in ('resize', 'migrate') and status == 'VERIFY_RESIZE':
+            server.before = before[0]
+        if action == 'confirm' and status != 'VERIFY_RESIZE':
+            server.flavor = server.pending
+        if status == expected and not errors:
+            if action == 'live_migrate' and host == before[1]:
+                self.fail(self.log.failure(['live migration of %s stayed '
+                                            'on %s' % (server.id, host)]))
+            return 'done'
+        if (errors and all(any(n in e for n in NO_ROOM) for e in errors)
+                and status == before[0] and host == before[1]):
+            self.log('  no room: nothing changed')
+            return 'no room'
+        if status == 'ERROR' and self.chaos_monkey and \
+                self.chaos_monkey.struck:
+            self.log('  ERROR after a service was killed: %s' % (
+                view.get('fault'),))
+            return 'error (chaos)'
+        self.fail(self.log.failure([
+            '%s of %s ended %s on %s, expected %s%s; fault %s' % (
+                action, server.id, status, host, expected,
+                ''.join('; ' + e for e in errors), view.get('fault'))]))
+
+    # -- steps that are not one server action -------------------------------
+
+    def boot_one(self):
+        user = self.rng.choice(sorted(self.users))
+        flavor = self.rng.choice(sorted(self.flavors))
+        self.log('%s boots a %s server' % (user, flavor))
+        response = self._compute(self.users[user], 'post', '/servers', json={
+            'server': {'name': base._name('churn'),
+                       'imageRef': self.image_id(),
+                       'flavorRef': self.flavors[flavor],
+                       'networks': 'none'}})
+        self.assertEqual(202, response.status_code, self.log.failure([
+            'boot answered %d: %s' % (response.status_code,
+                                      response.text)]))
+        server = Server(response.json()['server']['id'], user, flavor)
+        self.servers[server.id] = server
+        if self.chaos_monkey:
+            self.chaos_monkey.strike()
+        view = self.settle(server.id, 'boot')
+        self.log('  -> %s %s on %s' % (server.id, view['status'],
+                                       view.get('OS-EXT-SRV-ATTR:host')))
+        if view['status'] == 'ACTIVE':
+            return 'done'
+        fault = str(view.get('fault'))
+        if view['status'] == 'ERROR' and (
+                any(n in fault for n in NO_ROOM) or (
+                    self.chaos_monkey and self.chaos_monkey.struck)):
+            # Documented (doc/source/faults.rst): ERROR, no ARQ, no
+            # allocation; checked, then deleted to make room.
+            self.log('  ERROR: %s' % fault[:300])
+            self.check()
+            self.delete_server(server)
+            return 'no room' if 'alid host' in fault else 'error (chaos)'
+        self.fail(self.log.failure(['boot of %s ended %s: %s' % (
+            server.id, view['status'], fault)]))
+
+    def delete_server(self, server):
+        response = self._compute(self.users[server.user], 'delete',
+                                 '/servers/%s' % server.id)
+        self.assertEqual(204, response.status_code, self.log.failure([
+            'delete of %s answered %d: %s' % (
+                server.id, response.status_code, response.text)]))
+        base.wait_until(lambda: self.server(server.id) is None,
+                        'server %s deleted' % server.id)
+        del self.servers[server.id]
+        self.deleted.append(server.id)
+
+    def evacuate(self, server):
+        """The operator stops the server's host (forced down), evacuates
+        the server, and starts the host again."""
+        before = self.snapshot(server.id)
+        host = before[1]
+        self.log('C: evacuate %s (%s %s on %s): host stop %s' % (
+            server.id, server.flavor, before[0], host, host))
+        self.stop_host(host)
+        response = self._compute(self.users['C'], 'post',
+                                 '/servers/%s/action' % server.id,
+                                 json={'evacuate': {}})
+        request_id = response.headers.get('x-openstack-request-id')
+        if response.status_code in (200, 202):
+            view = self.settle(server.id, 'evacuate')
+        else:
+            self.log('  refused %d: %s' % (response.status_code,
+                                           response.text[:300]))
+        self.log('  host start %s' % host)
+        self.start_host(host)
+        if response.status_code not in (200, 202):
+            self.assertIn(response.status_code, (400, 409), response.text)
+            return 'refused'
+        outcome = self.judge(server, 'evacuate', before, view, before[0],
+                             request_id)
+        if outcome == 'done' and view['OS-EXT-SRV-ATTR:host'] == host:
+            self.fail(self.log.failure(['evacuation of %s stayed on %s' % (
+                server.id, host)]))
+        return outcome
+
+    def _delete_all_quietly(self):
+        """At cleanup (a failed run): the servers go before the flavors,
+        profiles and accounts."""
+        for server_id in list(self.servers):
+            self._compute(self.admin, 'delete', '/servers/%s' % server_id)
+        for server_id in list(self.servers):
+            base.wait_until(lambda: self.server(server_id) is None,
+                            'server %s deleted' % server_id)
+
+    def leaks(self):
+        """Once every server of the run is deleted: no ARQ of theirs, no
+        device allocation without a Bound ARQ, no domain without a
+        server, no mdev more than at the start."""
+        problems = []
+        ours = {o for s in self.deleted for o in churn.owners(s)}
+        response = self.admin.accelerator.get('/accelerator_requests')
+        self.assertEqual(200, response.status_code, response.text)
+        arqs = response.json()['arqs']
+        problems += ['ARQ %s (%s) of deleted server %s' % (
+            a['uuid'], a['state'], a['instance_uuid'])
+            for a in arqs if a.get('instance_uuid') in ours]
+        per_provider = {}
+        for arq in churn.bound(arqs):
+            rp = arq['device_rp_uuid']
+            per_provider[rp] = per_provider.get(rp, 0) + 1
+        for host in self.layout.hosts:
+            for rp, (name, _, inventories, _) in self.device_providers(
+                    host).items():
+                used = sum(self._placement(
+                    '/resource_providers/%s/usages' % rp)['usages'].values())
+                if used != per_provider.get(rp, 0):
+                    problems.append(
+                        'provider %s (%s) has %d allocated, Cyborg %d Bound '
+                        'ARQs' % (name, rp, used, per_provider.get(rp, 0)))
+        for server_id, (host, _) in churn.read_domains(
+                self.layout.domain_xml_dir).items():
+            if self.server(server_id) is None:
+                problems.append('domain %s on %s has no server' % (
+                    server_id, host))
+        mdevs = churn.mdevs(self.sysfs_roots())
+        if mdevs != self.mdevs_at_start:
+            problems.append('mdevs %s, at the start %s' % (
+                mdevs, self.mdevs_at_start))
+        return problems
+
+    def sysfs_roots(self):
+        return {host: self.layout.path('hosts', host, 'sys')
+                for host in self.layout.hosts}
