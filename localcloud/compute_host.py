@@ -3,7 +3,7 @@
 Run by :mod:`localcloud.cloud` as::
 
     python -m localcloud.compute_host --host compute1 --pfs 1 --vfs 4 \\
-        --domain-xml-dir DIR --sidecar-config FILE \\
+        --domain-xml-dir DIR --sidecar-config FILE --cloud-dir ROOT \\
         --config-file nova.conf --config-file compute1.conf
 
 There is no accelerator and no hypervisor here, so the host is simulated
@@ -22,7 +22,9 @@ Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
 libvirt is given it, and removed when the domain is undefined, so that a
 user (and tempest) can read what Nova defined. The hosts share that
 directory, and a live migration hands a domain over through it
-(:mod:`localcloud.migration`).
+(:mod:`localcloud.migration`). Each host has its own address and its own
+instances path, as separate hosts do; Nova reaches the other's with SSH,
+for which :mod:`localcloud.remotefs` stands in.
 
 A restart of this process is a restart of nova-compute and the sidecar on
 a real host, where libvirtd, its domains and the devices' state live on:
@@ -56,7 +58,9 @@ from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
 
+from localcloud import layout as layout_mod  # noqa: E402
 from localcloud import migration  # noqa: E402
+from localcloud import remotefs  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from sidecar.daemon import factory  # noqa: E402
@@ -344,7 +348,12 @@ def main():
     parser.add_argument('--domain-xml-dir', required=True)
     parser.add_argument('--ready-file',
                         help='written once Placement matches the devices')
+    parser.add_argument('--cloud-dir', required=True,
+                        help='the cloud\'s state directory (its layout: '
+                             'the other hosts\' addresses and disks)')
     args, nova_args = parser.parse_known_args()
+    layout = layout_mod.Layout.load(args.cloud_dir)
+    peers = remotefs.Peers(layout, args.host)
 
     connection = fakelibvirt.Connection(
         'qemu:///system', version=LIBVIRT_VERSION, hv_version=QEMU_VERSION,
@@ -361,7 +370,9 @@ def main():
         print('Domains defined again from %s: %s' % (
             args.domain_xml_dir, ', '.join(restored)), flush=True)
     for fixture in (_host_fixtures(connection) + domains.fixtures() +
-                    migration.Migrations(domains).fixtures()):
+                    migration.Migrations(domains,
+                                         peers.addresses).fixtures() +
+                    remotefs.fixtures_for(peers)):
         fixture.setUp()
     simulated_host(args.pfs, args.vfs, args.migratable_pfs).load_state(
         args.sysfs_root).write(args.sysfs_root)

@@ -173,22 +173,32 @@ def compute(layout, host):
     A domain whose server was deleted while its host was down (the API
     deletes it locally) is reaped by nova-compute once the host is back:
     Nova's default action, checked every 10 s, first within 5 s of the
-    start instead of Nova's 60 s herd delay (two hosts, no herd)."""
+    start instead of Nova's 60 s herd delay (two hosts, no herd).
+
+    Each host has its own address (``my_ip``, the live migration
+    address) and its own ``instances_path``, as separate hosts have: Nova
+    takes two hosts of one address for shared storage, and a cold
+    migration or resize then left the instance directory on the source
+    (a live migration back failed with DestinationDiskExists)."""
     # instances_path exists before a live migration's first check of
     # shared storage (a temporary file in the destination's).
-    os.makedirs(layout.path('hosts', host, 'nova', 'instances'),
-                exist_ok=True)
+    os.makedirs(layout.instances_path(host), exist_ok=True)
     return _write(layout.path('etc', 'nova', host + '.conf'), """
 [DEFAULT]
 host = {host}
+my_ip = {address}
 state_path = {state}
-instances_path = {state}/instances
+instances_path = {instances}
 running_deleted_instance_action = reap
 running_deleted_instance_poll_interval = 10
 periodic_fuzzy_delay = 5
+[libvirt]
+live_migration_inbound_addr = {address}
 [oslo_concurrency]
 lock_path = {state}/lock
-""".format(host=host, state=layout.path('hosts', host, 'nova')))
+""".format(host=host, state=layout.path('hosts', host, 'nova'),
+           address=layout.host_address(host),
+           instances=layout.instances_path(host)))
 
 
 def cyborg(layout):

@@ -50,6 +50,7 @@ def launch(layout, host):
         '--sysfs-root', sysfs, '--sidecar-config', sidecar,
         '--domain-xml-dir', layout.domain_xml_dir,
         '--ready-file', ready_file(layout, host),
+        '--cloud-dir', layout.root,
         '--config-file', configs.nova_file(layout),
         '--config-file', configs.compute(layout, host)])
 

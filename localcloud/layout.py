@@ -70,6 +70,20 @@ class Layout:
     def hosts(self):
         return ['compute%d' % (i + 1) for i in range(self.computes)]
 
+    def host_address(self, host):
+        """The compute host's own address: its ``my_ip`` and live
+        migration address, on the loopback range (Linux routes all of
+        127.0.0.0/8 to ``lo``). Two hosts with one address would be one
+        host to Nova (shared storage); the middle bytes are the port
+        base's, so that two clouds' hosts differ too."""
+        return '127.%d.%d.%d' % ((self.port_base >> 8) & 255,
+                                 self.port_base & 255,
+                                 self.hosts.index(host) + 2)
+
+    def instances_path(self, host):
+        """The host's ``instances_path``: its own disk."""
+        return self.path('hosts', host, 'nova', 'instances')
+
     @property
     def domain_xml_dir(self):
         return self.path('domains')

@@ -38,16 +38,20 @@ def _connection(host):
 class _Host(fixtures.Fixture):
     """One host process's patches (DomainFiles, then Migrations)."""
 
-    def __init__(self, directory, name):
+    def __init__(self, directory, name, addresses=None):
         self.files = compute_host.DomainFiles(directory, name)
+        self.addresses = addresses
 
     def _setUp(self):
-        for fixture in (self.files.fixtures() +
-                        migration.Migrations(self.files).fixtures()):
+        for fixture in (self.files.fixtures() + migration.Migrations(
+                self.files, self.addresses).fixtures()):
             self.useFixture(fixture)
 
 
 class MigrationTest(testtools.TestCase):
+
+    #: The hosts' migration addresses (``{address: host}``).
+    addresses = None
 
     def setUp(self):
         super().setUp()
@@ -58,7 +62,7 @@ class MigrationTest(testtools.TestCase):
             name='localcloud.migration'))
 
     def on(self, host):
-        return _Host(self.dir, host)
+        return _Host(self.dir, host, self.addresses)
 
     def _file(self, suffix, uuid=UUID):
         with open(os.path.join(self.dir, uuid + suffix)) as f:
