@@ -37,8 +37,10 @@ KNOWN_DEFECTS = {
     # stopped server leaves its persistent definition without the device
     # (ARQ Bound) or with it (ARQ gone: a stray <hostdev>, which unrescue
     # or a restore brings back into the running guest).
-    'attach_stopped': 'issue 26: attach/detach on a stopped server leaves '
-                      'the definition stale',
+    'attach_stopped': 'issue 26: an attach to a stopped server leaves '
+                      'its definition without the device',
+    'detach_stopped': 'issue 26: a detach from a stopped server leaves a '
+                      'stray <hostdev> in its definition',
 }
 
 #: Resource classes of the compute node itself, not devices.
@@ -78,6 +80,84 @@ def replay_command(seed, steps, chaos, excluded):
     if chaos:
         return env + ' tox -e churn-chaos'
     return env + ' tox -e churn'
+
+
+#: Servers alive at once, at most (two hosts, 4 FPGAs and 4 VFs each).
+MAX_SERVERS = 5
+#: A refusal or a lack of room: valid outcomes if nothing changed.
+NO_ROOM = ('No valid host', 'NoValidHost')
+
+#: action: (who, statuses it is drawn in, weight, status after it).
+#: who: 'owner' of the server or the 'operator'; None: as before.
+ACTIONS = {
+    'stop': ('owner', ('ACTIVE',), 3, 'SHUTOFF'),
+    'start': ('owner', ('SHUTOFF',), 4, 'ACTIVE'),
+    'pause': ('owner', ('ACTIVE',), 2, 'PAUSED'),
+    'unpause': ('owner', ('PAUSED',), 4, 'ACTIVE'),
+    'suspend': ('owner', ('ACTIVE',), 2, 'SUSPENDED'),
+    'resume': ('owner', ('SUSPENDED',), 4, 'ACTIVE'),
+    'rescue': ('owner', ('ACTIVE', 'SHUTOFF'), 2, 'RESCUE'),
+    'unrescue': ('owner', ('RESCUE',), 4, 'ACTIVE'),
+    'shelve': ('owner', ('ACTIVE', 'SHUTOFF'), 1, 'SHELVED_OFFLOADED'),
+    'unshelve': ('owner', ('SHELVED_OFFLOADED',), 3, 'ACTIVE'),
+    'resize': ('owner', ('ACTIVE', 'SHUTOFF'), 2, 'VERIFY_RESIZE'),
+    'confirm': ('owner', ('VERIFY_RESIZE',), 2, None),
+    'revert': ('owner', ('VERIFY_RESIZE',), 2, None),
+    'migrate': ('operator', ('ACTIVE', 'SHUTOFF'), 2, 'VERIFY_RESIZE'),
+    'live_migrate': ('operator', ('ACTIVE', 'PAUSED'), 3, None),
+    'evacuate': ('operator', ('ACTIVE', 'SHUTOFF'), 1, None),
+    'attach': ('owner', ('ACTIVE',), 4, None),
+    'detach': ('owner', ('ACTIVE',), 3, None),
+    'attach_stopped': ('owner', ('SHUTOFF',), 2, None),
+    'detach_stopped': ('owner', ('SHUTOFF',), 2, None),
+    'delete': ('owner', ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED',
+                         'RESCUE', 'SHELVED_OFFLOADED', 'ERROR'), 1, None),
+}
+BOOT_WEIGHT = 6
+
+#: Server action bodies of the actions without arguments.
+BODIES = {'stop': 'os-stop', 'start': 'os-start', 'pause': 'pause',
+          'unpause': 'unpause', 'suspend': 'suspend', 'resume': 'resume',
+          'unrescue': 'unrescue', 'shelve': 'shelve', 'unshelve': 'unshelve',
+          'migrate': 'migrate', 'confirm': 'confirmResize',
+          'revert': 'revertResize'}
+
+
+def choices(servers, excluded, can_boot):
+    """``([(server, action)], [weight])`` to draw from.
+
+    :param servers: ``[(server, status, attached profiles)]`` in a fixed
+        order; a detach is drawn only where something is attached.
+    """
+    found, weights = [], []
+    if can_boot:
+        found.append((None, 'boot'))
+        weights.append(BOOT_WEIGHT)
+    for server, status, attached in servers:
+        for action, (_, statuses, weight, _) in sorted(ACTIONS.items()):
+            if (status in statuses and action not in excluded and
+                    (attached or not action.startswith('detach'))):
+                found.append((server, action))
+                weights.append(weight)
+    return found, weights
+
+
+def body(action, rng, flavors, profiles, attached):
+    """The request body of a server action; ``(body, new flavor)``."""
+    if action in BODIES:
+        return {BODIES[action]: None}, None
+    if action == 'rescue':
+        return {'rescue': {}}, None
+    if action == 'resize':
+        flavor = rng.choice(flavors)
+        return {'resize': {'flavorRef': flavor}}, flavor
+    if action == 'live_migrate':
+        return {'os-migrateLive': {'host': None,
+                                   'block_migration': 'auto'}}, None
+    if action.startswith('attach'):
+        return {'addAccelerator': {'device_profile': rng.choice(
+            profiles)}}, None
+    return {'removeAccelerator': {'device_profile': attached[0]}}, None
 
 
 # -- devices ----------------------------------------------------------------
