@@ -10,10 +10,13 @@ Test tooling, like the simulator: the health checks of
     simulator_faults.replug(host, unplugged)
     simulator_faults.unload_mdev_driver(host, '0000:82:00.0')
     simulator_faults.reload_mdev_driver(host, '0000:82:00.0')
+    removed = simulator_faults.remove_vf(host, '0000:81:00.2')
+    simulator_faults.rescan(host, removed)
 """
 
 import copy
 import os
+import shutil
 
 #: The counters of ``aer_dev_fatal`` (Linux 6.x), then the total.
 FATAL_NAMES = ('Undefined', 'DLP', 'SDES', 'TLP', 'FCP', 'CmpltTO',
@@ -84,3 +87,32 @@ def reload_mdev_driver(host, address):
     """Undo :func:`unload_mdev_driver`."""
     path = host._dir(address, 'mdev_supported_types')
     os.rename(path + '.unloaded', path)
+
+
+def remove_vf(host, address):
+    """``echo 1 > /sys/bus/pci/devices/<address>/remove`` on a VF (a VF
+    reset gone wrong, or an operator's hot removal).
+
+    Documentation/ABI/testing/sysfs-bus-pci (``remove``): the function is
+    hot-removed, it leaves ``/sys/bus/pci/devices``. Its PF is untouched:
+    ``sriov_numvfs`` keeps its value and the PF's ``virtfnN`` link stays
+    (the kernel removes those links only when SR-IOV is disabled,
+    ``sriov_numvfs`` written 0), dangling. Returns what :func:`rescan`
+    puts back. A VF serving an FPGA region is not supported here.
+    """
+    function = host.functions[address]
+    if function.physfn is None or function.region is not None:
+        raise KeyError('%s is not a simulated VF without a region' % address)
+    saved = copy.deepcopy(function)
+    del host.functions[address]
+    os.unlink(os.path.join(host.root, 'bus/pci/devices', address))
+    shutil.rmtree(host._dir(address))
+    return saved
+
+
+def rescan(host, removed):
+    """``echo 1 > /sys/bus/pci/rescan`` (Documentation/ABI/testing/
+    sysfs-bus-pci): the function :func:`remove_vf` removed is enumerated
+    again, at the same address, with fresh AER counters."""
+    host.functions[removed.address] = copy.deepcopy(removed)
+    host.write(host.root)

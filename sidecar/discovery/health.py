@@ -6,7 +6,9 @@ verdict per device each discovery cycle:
 
 - the device is gone: its control path left ``bus/pci/devices`` (it is
   kept in the report as last seen, so that cyborg-conductor does not drop
-  it from under the servers using it, until it comes back);
+  it from under the servers using it, until it comes back), or one of
+  its attach handles' functions did (a VF removed from the bus: kept in
+  the report too, see :mod:`sidecar.discovery.vanished`);
 - a fatal PCIe AER count (``aer_dev_fatal``, ``TOTAL_ERR_FATAL``) of one
   of its functions rose above the count first seen (the baseline, kept in
   ``<state_path>/health.json`` so a restart does not forgive it); it is
@@ -32,6 +34,7 @@ import threading
 from oslo_log import log as logging
 
 from sidecar.discovery import inventory
+from sidecar.discovery import vanished as vanished_mod
 from sidecar.program import manager as program
 from sidecar.report import reporter as report
 from sidecar.state import cache as state_cache
@@ -39,7 +42,9 @@ from sidecar.state import cache as state_cache
 LOG = logging.getLogger(__name__)
 
 UNHEALTHY_TRAIT = 'CUSTOM_HEALTH_UNHEALTHY'
-GONE = 'gone from the host (no %s in sysfs)'
+GONE = 'device gone from the host (no %s in sysfs)'
+#: A function of the device (a VF, its attach handle) left sysfs.
+FUNCTION_GONE = 'device gone: its function %s left the host (not in sysfs)'
 OPERATING = 'operating'
 #: FPGA manager states while a bitstream is loaded: no verdict.
 BUSY_STATES = frozenset(('power up', 'reset', 'firmware request',
@@ -176,6 +181,7 @@ class Monitor:
         self.holds = holds
         self._users = users
         self._baselines = _Baselines(state_path)
+        self._vanished = vanished_mod.Vanished(sysfs_root, state_path)
         self._lock = threading.Lock()
         self._last = {}       # address: (driver, device) last discovered
         self._unhealthy = {}  # address: detail
@@ -192,11 +198,18 @@ class Monitor:
             return self._apply(found)
 
     def _apply(self, found):
-        current = {device.address: (driver, device)
-                   for driver, device in found}
+        current, gone = {}, {}
+        for driver, device in found:
+            last = self._last.get(device.address)
+            device, gone[device.address] = self._vanished.apply(
+                device, last and last[1])
+            current[device.address] = (driver, device)
         for address, (driver, device) in self._last.items():
-            if address not in current and not os.path.lexists(
-                    device_dir(self.sysfs_root, address)):
+            if address in current:
+                continue
+            if os.path.lexists(device_dir(self.sysfs_root, address)):
+                self._vanished.forget(address)  # left out on purpose
+            else:
                 current[address] = (driver, device)
         self._last = current
         result = []
@@ -210,6 +223,10 @@ class Monitor:
             problems = self._judge(address, observation)
             if problems is None:  # busy: keep the verdict
                 problems = self._unhealthy.get(address)
+            problems = '; '.join(
+                [FUNCTION_GONE % f for f in gone.get(address, ())] +
+                [p for p in (problems or '').split('; ')
+                 if p and not p.startswith(FUNCTION_GONE.split('%')[0])])
             self._transition(address, device, problems)
             result.append(with_trait(device) if problems else device)
         for address in set(self._unhealthy) - set(current):

@@ -192,6 +192,73 @@ class GoneTest(HealthTestCase):
         self.assertEqual({}, self.monitor.unhealthy())
 
 
+class VanishedFunctionTest(HealthTestCase):
+    """A VF removed from the bus stays in the report, and the card is held
+    ('device gone') until the VF is back."""
+
+    NIC_VF = '0000:3b:00.2'
+
+    def handles(self, device):
+        return [h.address for h in device.deployables[0].attach_handles]
+
+    def test_vf_gone_then_back(self):
+        before = self.assertHealthy()
+        self.users[NIC] = ['c0ffee00-0000-4000-8000-000000000001']
+        removed = faults.remove_vf(self.sim, self.NIC_VF)
+        # The kernel keeps the PF's virtfn link: only the VF is gone.
+        self.assertFalse(os.path.exists(os.path.join(
+            self.root, 'bus', 'pci', 'devices', self.NIC_VF)))
+        self.assertNotIn(self.NIC_VF, [f.address for f in
+                                       self.source.functions()])
+        devices = self.assertUnhealthy(
+            NIC, 'device gone: its function %s left the host' % self.NIC_VF)
+        # Reported as it was, with the health trait: no handle dropped.
+        self.assertEqual(health.with_trait(before[NIC]), devices[NIC])
+        self.assertIn('Device %s is unhealthy: device gone' % NIC,
+                      self.log.output)
+        self.assertIn('servers using it: '
+                      'c0ffee00-0000-4000-8000-000000000001',
+                      self.log.output)
+        # Still held at the next cycle.
+        self.assertUnhealthy(NIC, 'device gone')
+        faults.rescan(self.sim, removed)
+        self.assertEqual(before, self.assertHealthy())
+        self.assertIn('Device %s is healthy again' % NIC, self.log.output)
+
+    def test_kept_across_a_restart(self):
+        before = self.assertHealthy()
+        faults.remove_vf(self.sim, self.NIC_VF)
+        self.monitor = health.Monitor('host1', self.root,
+                                      holds=holds_mod.Holds(),
+                                      state_path=self.state_path)
+        self.holds = self.monitor.holds
+        devices = self.assertUnhealthy(NIC, 'device gone')
+        self.assertEqual(self.handles(before[NIC]),
+                         self.handles(devices[NIC]))
+        self.assertEqual(2, devices[NIC].deployables[0].num_accelerators)
+
+    def test_sriov_numvfs_lowered_is_not_kept(self):
+        self.assertHealthy()
+        # The PF no longer declares it (no virtfn link): reconfigured.
+        self.sim.remove_function(self.NIC_VF)
+        devices = self.cycle()
+        self.assertEqual(['0000:3b:00.1'], self.handles(devices[NIC]))
+        self.assertEqual({}, self.monitor.unhealthy())
+
+    def test_left_out_on_purpose_is_forgotten(self):
+        self.assertHealthy()
+        self.config.config(group='pci', device_spec=[])
+        self.drivers[1] = pci.PciDriver(self.conf, self.source)
+        self.cycle()
+        faults.remove_vf(self.sim, self.NIC_VF)
+        self.config.config(group='pci', device_spec=[
+            '{"address": "0000:3b:00.0"}'])
+        self.drivers[1] = pci.PciDriver(self.conf, self.source)
+        devices = self.cycle()
+        self.assertEqual(['0000:3b:00.1'], self.handles(devices[NIC]))
+        self.assertEqual({}, self.monitor.unhealthy())
+
+
 class MdevParentTest(HealthTestCase):
 
     def test_mdev_types_gone_then_back(self):
