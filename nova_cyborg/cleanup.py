@@ -13,8 +13,24 @@ restarted nova-compute reaps the server's leftover domain
 (``ComputeManager._cleanup_running_deleted_instances``, action ``reap``);
 routed from there, this deletes the server's ARQs too, with the compute's
 own admin context (the client then calls Cyborg as the service user).
+
+Servers deleted before they had a host:
+
+nova-conductor binds a new server's ARQs before it casts the build to the
+host's nova-compute, which is what sets ``instance.host``. A conductor that
+stops in between (killed, its host lost) leaves the server in BUILD without
+a host, its ARQs Bound. Nova deletes such a server in nova-api
+(``API._delete``, the "local delete" of a server that never reached a
+host), freeing its allocation only: the attach handle stayed in use while
+Placement offered the device to the next boot, which failed with
+"AttachHandle not found". :func:`delete_arqs_before_host`, routed from that
+path's common cleanup (``API._local_delete_cleanup``, patch 0012), deletes
+them.
 """
 
+from nova import context as nova_context
+from nova import exception as nova_exception
+from nova import objects
 from oslo_log import log as logging
 
 import nova.conf
@@ -116,3 +132,74 @@ def delete_arqs_of_deleting_instance(context, instance):
                   {'uuid': instance.uuid,
                    'unbound': ','.join(bookkeeping.unbound(instance)) or '-',
                    'err': e}, instance=instance)
+
+
+def _instance_row(context, instance_uuid):
+    """The instance (deleted or not) as its cell has it, or None if it
+    never reached a cell."""
+    try:
+        mapping = objects.InstanceMapping.get_by_instance_uuid(
+            context, instance_uuid)
+    except nova_exception.InstanceMappingNotFound:
+        return None
+    if mapping.cell_mapping is None:
+        return None
+    with nova_context.target_cell(context.elevated(read_deleted='yes'),
+                                  mapping.cell_mapping) as cctxt:
+        try:
+            return objects.Instance.get_by_uuid(
+                cctxt, instance_uuid,
+                expected_attrs=['system_metadata', 'flavor'])
+        except nova_exception.InstanceNotFound:
+            return None
+
+
+def _booted_with_profile(context, instance_uuid):
+    """True if the server's request spec (nova-api's, kept after the
+    delete) names a device profile."""
+    try:
+        spec = objects.RequestSpec.get_by_instance_uuid(context,
+                                                        instance_uuid)
+    except nova_exception.RequestSpecNotFound:
+        return False
+    return bool(bookkeeping.flavor_profile(spec.flavor))
+
+
+def delete_arqs_before_host(context, instance_uuid):
+    """Delete the ARQs of a server deleted before it had a host; never
+    raise.
+
+    Those bound under its UUID or its alias, and the unbound ones its
+    system metadata names. The server is read again from its cell (the
+    caller may hold only its UUID, or a copy built from the build request);
+    one the conductor had not mapped to its cell yet (stopped between the
+    bind and the mapping) is known by its request spec. A server without
+    accelerators costs no Cyborg call. What Cyborg fails to delete is
+    logged and left for ``nova-cyborg-sweep-arqs``.
+    """
+    try:
+        instance = _instance_row(context, instance_uuid)
+        if instance is not None:
+            if may_have_arqs(instance):
+                _delete_before_host(context, instance_uuid,
+                                    unbound_arqs_of_deleted(instance))
+        elif _booted_with_profile(context, instance_uuid):
+            _delete_before_host(context, instance_uuid, [])
+    except Exception as e:  # noqa: B902 (the delete succeeds all the same)
+        LOG.error('Failed to delete the accelerator requests of instance '
+                  '%(uuid)s, deleted before it had a host; they are left '
+                  'in Cyborg for nova-cyborg-sweep-arqs: %(err)s',
+                  {'uuid': instance_uuid, 'err': e})
+
+
+def _delete_before_host(context, instance_uuid, unbound):
+    cyclient = nc_client.get_client(context)
+    cyclient.delete_arqs_for_instance(instance_uuid)
+    left = cyclient.delete_arqs_by_uuid(unbound) if unbound else []
+    if left:
+        LOG.error('Could not delete the unbound accelerator requests '
+                  '%(arqs)s of instance %(uuid)s, deleted before it had a '
+                  'host', {'arqs': ','.join(left), 'uuid': instance_uuid})
+        return
+    LOG.info('Deleted the accelerator requests of instance %s, deleted '
+             'before it had a host', instance_uuid)

@@ -1,6 +1,7 @@
-"""Hooks of ``nova.compute.api`` (patch 0006)."""
+"""Hooks of ``nova.compute.api`` (patches 0006 and 0012)."""
 
 from nova_cyborg import api
+from nova_cyborg import cleanup
 
 
 def check_operation(operation, instance):
@@ -41,3 +42,21 @@ def check_new_flavor(context, flavor):
     :raises: DeviceProfileError if its device profile is invalid.
     """
     api.check_new_flavor(context, flavor)
+
+
+def delete_arqs_before_host(context, instance_uuid):
+    """Called by ``API._local_delete_cleanup()`` (patch 0012), which every
+    delete of a server that never had a host ends with (the build request
+    deleted, the instance destroyed in its cell, or already gone).
+
+    Deletes the server's ARQs: those the conductor bound before it could
+    cast the build (it stopped in between), under the server's UUID or
+    alias, and the unbound ones its system metadata names. Upstream frees
+    only the allocation there. Nothing for a server without accelerators.
+    Never raises: what Cyborg fails to delete is logged and left for
+    ``nova-cyborg-sweep-arqs``.
+
+    :param instance_uuid: the server's UUID (the instance row may be
+        deleted already, or was never written to a cell).
+    """
+    cleanup.delete_arqs_before_host(context, instance_uuid)

@@ -99,3 +99,52 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
     def test_no_accelerators_asks_nobody(self, get_client):
         cleanup.delete_arqs_of_deleting_instance(self.context, _instance({}))
         get_client.assert_not_called()
+
+
+@mock.patch('nova_cyborg.client.get_client')
+@mock.patch.object(cleanup, '_booted_with_profile')
+@mock.patch.object(cleanup, '_instance_row')
+class DeleteArqsBeforeHostTest(test.NoDBTestCase):
+    """A server deleted before it had a host (nova-api's local delete)."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+
+    def test_bound_and_unbound_deleted(self, row, spec, get_client):
+        instance = _instance({'accel:device_profile': 'dp1'})
+        instance.system_metadata['nova_cyborg_retired_arq_0'] = uuids.arq
+        row.return_value = instance
+        get_client.return_value.delete_arqs_by_uuid.return_value = []
+        cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        cyclient = get_client.return_value
+        # Both owners: delete_arqs_for_instance covers the alias.
+        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.arq])
+        spec.assert_not_called()
+
+    def test_no_accelerators_asks_nobody(self, row, spec, get_client):
+        row.return_value = _instance({})
+        cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        get_client.assert_not_called()
+
+    def test_not_in_a_cell_read_from_the_request_spec(self, row, spec,
+                                                      get_client):
+        row.return_value = None
+        spec.return_value = True
+        cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        get_client.return_value.delete_arqs_for_instance \
+            .assert_called_once_with(uuids.inst)
+        spec.return_value = False
+        get_client.reset_mock()
+        cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        get_client.assert_not_called()
+
+    def test_cyborg_failure_is_logged_not_raised(self, row, spec,
+                                                 get_client):
+        row.return_value = _instance({'accel:device_profile': 'dp1'})
+        get_client.return_value.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='down'))
+        with mock.patch.object(cleanup.LOG, 'error') as error:
+            cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        self.assertIn('nova-cyborg-sweep-arqs', error.call_args[0][0])
