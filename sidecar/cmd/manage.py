@@ -99,7 +99,7 @@ def _reservation(value):
 
 
 DEVICE_COLUMNS = ('device', 'type', 'enabled', 'health', 'held',
-                  'functions', 'in_use_by', 'reservation')
+                  'functions', 'in_use_by', 'conflicts', 'reservation')
 JOURNAL_COLUMNS = ('device', 'image', 'trait', 'started', 'reserved')
 
 

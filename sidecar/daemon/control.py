@@ -90,6 +90,10 @@ class Control:
         holds = self._sidecar.holds
         reasons = holds.reasons(device.address) if holds else {}
         functions = device.functions()
+        watch = self._sidecar.watch
+        conflicts = sorted(f.text() for f in (watch.findings() if watch
+                                              else ())
+                           if f.card == device.address)
         return {
             'device': device.address,
             'type': device.type,
@@ -101,19 +105,31 @@ class Control:
             'functions': sorted(
                 t for dep in device.deployables for t in dep.traits
                 if t.startswith('CUSTOM_FPGA_FUNCTION_ID')),
-            'in_use_by': sorted({dom for fn, dom in in_use.items()
-                                 if fn in functions}),
+            'in_use_by': sorted({dom for key, dom, card in in_use
+                                 if key in functions or
+                                 card == device.address}),
+            'conflicts': conflicts,
             'programming': bool(self._sidecar.programs.busy_with(
                 device.address)),
             'reservation': self._reservations(device),
         }
 
     def _in_use(self):
+        """``[(pci address or mdev uuid, domain, device it belongs to or
+        None)]``; with the guest watch, each domain is named with its
+        server."""
+        watch = self._sidecar.watch
         try:
-            return self._sidecar.programs.domains_in_use()
+            if watch is None:
+                return [(key, name, None) for key, name in
+                        self._sidecar.programs.domains_in_use().items()]
+            users = watch.users()
         except Exception as exc:
             LOG.warning('Cannot list the domains using devices: %s', exc)
-            return {}
+            return []
+        cards = watch.cards(self._sidecar.inventory.devices(), users)
+        return [(key, str(g), cards.get(key)) for key, guests in
+                users.items() for g in guests]
 
     def _apply(self, device):
         """Run a cycle (it writes Placement) and describe the device."""

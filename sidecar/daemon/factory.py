@@ -12,6 +12,7 @@ from sidecar.daemon import control
 from sidecar.daemon import rpc
 from sidecar.daemon import service
 from sidecar.discovery import domains as domains_mod
+from sidecar.discovery import guests
 from sidecar.discovery import health
 from sidecar.discovery import inventory as inventory_mod
 from sidecar.program import conductor_view
@@ -79,5 +80,9 @@ def build(conf, transport=None, connect=None):
     sidecar = service.Sidecar(conf, transport, inventory, reporter,
                               programs, mdevs, placement, reconciler,
                               view=view, holds=holds)
+    sidecar.watch = guests.GuestWatch(
+        conf.host, conf.sidecar.sysfs_root, domains,
+        cyborg.AcceleratorClient(conf).arqs_of,
+        state_path=conf.sidecar.state_path)
     sidecar.control = control.ControlServer(conf.sidecar.state_path, sidecar)
     return sidecar

@@ -85,6 +85,8 @@ class Sidecar:
         self.holds = holds
         #: A :class:`sidecar.daemon.control.ControlServer`, or None.
         self.control = None
+        #: A :class:`sidecar.discovery.guests.GuestWatch`, or None.
+        self.watch = None
         if holds is not None:
             holds.add_listener(lambda key: self._wake.set())
         #: A :class:`sidecar.program.conductor_view.ConductorView`, or None.
@@ -165,6 +167,7 @@ class Sidecar:
                         'nova-compute registers it', self.rp_name)
             return False
         devices = self.inventory.discover()
+        self._watch_guests(devices)
         self._admit(root, devices)
         if self.programs.busy():
             # cyborg-conductor would rewrite the inventory of the card
@@ -195,6 +198,16 @@ class Sidecar:
                         '%(host)s; checking again soon',
                         {'n': len(drift), 'host': self.rp_name})
         return held and not drift
+
+    def _watch_guests(self, devices):
+        """One device, one guest (:mod:`sidecar.discovery.guests`)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.check(devices)
+        except Exception as exc:
+            LOG.warning('Cannot check which domains hold the devices of '
+                        'this host: %s; checked again next cycle', exc)
 
     def _admit(self, root, devices):
         """Record the devices found (:meth:`sidecar.state.holds.Holds.admit`);

@@ -1,5 +1,6 @@
 """Which devices the domains on this host use, asked of libvirt."""
 
+import dataclasses
 from xml.etree import ElementTree
 
 from oslo_log import log as logging
@@ -42,6 +43,17 @@ def devices_in_xml(xml):
     return pci, mdevs
 
 
+@dataclasses.dataclass(frozen=True, order=True)
+class Guest:
+    """A libvirt domain: Nova names it ``instance-XXXXXXXX`` and gives it
+    its server's UUID."""
+    name: str
+    uuid: str
+
+    def __str__(self):
+        return '%s (server %s)' % (self.name, self.uuid)
+
+
 class DomainInspector:
     """Ask libvirt which PCI functions and mdevs defined domains use.
 
@@ -53,12 +65,21 @@ class DomainInspector:
     def __init__(self, connect):
         self._connect = connect
 
-    def devices_in_use(self):
-        """Return ``{pci address or mdev uuid: domain name}``."""
+    def users(self):
+        """Return ``{pci address or mdev uuid: (Guest, ...)}``: every
+        domain whose definition (running or not) holds the device."""
         users = {}
         conn = self._connect()
         for domain in conn.listAllDomains(ALL_DOMAINS):
             pci, mdevs = devices_in_xml(domain.XMLDesc(0))
+            guest = Guest(domain.name(), domain.UUIDString().lower())
             for device in pci | mdevs:
-                users[device] = domain.name()
-        return users
+                users.setdefault(device, set()).add(guest)
+        return {device: tuple(sorted(guests))
+                for device, guests in users.items()}
+
+    def devices_in_use(self):
+        """Return ``{pci address or mdev uuid: domain name}`` (one of them
+        where several domains hold the device)."""
+        return {device: guests[0].name
+                for device, guests in self.users().items()}

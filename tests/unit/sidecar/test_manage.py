@@ -11,6 +11,8 @@ import testtools
 
 from sidecar.cmd import manage
 from sidecar.daemon import control
+from sidecar.discovery import domains
+from sidecar.discovery import guests
 from sidecar.state import holds
 from tests.unit.sidecar import test_reconcile as tr
 
@@ -35,6 +37,8 @@ class FakeSidecar:
             'domains_in_use.return_value': {PF: 'instance-1'},
             'jobs.return_value': [(PF, {'image': 'img', 'trait': 'T',
                                         'started': 1, 'reserved': {}})]})
+        #: No guest watch: domains from the programs.
+        self.watch = None
         self.cycles = 0
 
     def _read(self, rp):
@@ -85,6 +89,24 @@ class ManageTest(testtools.TestCase):
         self.assertEqual([tr.F_OLD], dev['functions'])
         code, out, err = self.run_cli('device', 'list')
         self.assertIn('| %s | FPGA ' % PF, out)
+
+    def test_list_shows_servers_and_conflicts(self):
+        p = domains.Guest('instance-1', 'c0ffee00-0000-4000-8000-00000000000a')
+        q = domains.Guest('instance-2', 'c0ffee00-0000-4000-8000-00000000000b')
+        users = mock.Mock(**{'users.return_value': {PF: (p, q)}})
+        self.sidecar.watch = guests.GuestWatch(
+            'compute1', self.state, users, lambda owner: [])
+        self.sidecar.watch.check([tr._device(PF)])
+        code, out, err = self.run_cli('device', 'list', '-f', 'json')
+        self.assertEqual((0, ''), (code, err))
+        (dev,) = json.loads(out)
+        self.assertEqual([str(p), str(q)], dev['in_use_by'])
+        self.assertEqual(2, len(dev['conflicts']))
+        self.assertIn('%s is in the definitions of 2 domains' % PF,
+                      ' '.join(dev['conflicts']))
+        code, out, err = self.run_cli('device', 'list')
+        self.assertIn('| conflicts ', out)
+        self.assertIn('holds no ARQ for it', out)
 
     def test_disable_then_enable_read_back(self):
         code, out, err = self.run_cli('device', 'disable', PF, '--reason',

@@ -55,6 +55,17 @@ class CycleTest(testtools.TestCase):
         self.reconciler.converge.assert_called_once_with(
             ROOT, self.devices, report_again=mock.ANY)
 
+    def test_guest_watch_each_cycle(self):
+        self.sidecar.watch = mock.Mock()
+        self.assertTrue(self.sidecar.run_cycle())
+        self.sidecar.watch.check.assert_called_once_with(self.devices)
+        # A watch that cannot read (libvirt, Cyborg) does not stop it.
+        self.sidecar.watch.check.side_effect = exception.CyborgError(
+            reason='down')
+        self.assertTrue(self.sidecar.run_cycle())
+        self.reporter.report.assert_called_with(
+            mock.ANY, self.devices, prepare=mock.ANY)
+
     def test_traits_created_before_a_report(self):
         self.sidecar.run_cycle()
         prepare = self.reporter.report.call_args[1]['prepare']
