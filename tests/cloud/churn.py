@@ -41,6 +41,13 @@ KNOWN_DEFECTS = {
                       'its definition without the device',
     'detach_stopped': 'issue 26: a detach from a stopped server leaves a '
                       'stray <hostdev> in its definition',
+    # The local cloud's fake libvirt (nova.tests.fixtures.libvirt):
+    # Domain.undefineFlags(VIR_DOMAIN_UNDEFINE_MANAGED_SAVE) calls
+    # managedSaveRemove() without its flags: TypeError, the delete of a
+    # suspended server puts it in ERROR and it cannot be deleted (seed 2,
+    # 40 steps). The run resumes such servers before it deletes them.
+    'delete_suspended': 'localcloud: fakelibvirt cannot delete a '
+                        'suspended guest',
 }
 
 #: Resource classes of the compute node itself, not devices.
@@ -110,8 +117,9 @@ ACTIONS = {
     'detach': ('owner', ('ACTIVE',), 3, None),
     'attach_stopped': ('owner', ('SHUTOFF',), 2, None),
     'detach_stopped': ('owner', ('SHUTOFF',), 2, None),
-    'delete': ('owner', ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED',
-                         'RESCUE', 'SHELVED_OFFLOADED', 'ERROR'), 1, None),
+    'delete': ('owner', ('ACTIVE', 'SHUTOFF', 'PAUSED', 'RESCUE',
+                         'SHELVED_OFFLOADED', 'ERROR'), 1, None),
+    'delete_suspended': ('owner', ('SUSPENDED',), 1, None),
 }
 BOOT_WEIGHT = 6
 

@@ -185,6 +185,9 @@ class ChurnTest(base.CloudTestCase):
         self.log('end: deleting %d servers (outcomes %s)' % (
             len(self.servers), counts))
         for server in list(self.servers.values()):
+            if ('delete_suspended' in self.excluded and
+                    self.server(server.id)['status'] == 'SUSPENDED'):
+                self.run_step(server, 'resume')
             self.delete_server(server)
         self.check()
         leaks = self.leaks()
@@ -205,7 +208,7 @@ class ChurnTest(base.CloudTestCase):
     def run_step(self, server, action):
         if action == 'boot':
             return self.boot_one()
-        if action == 'delete':
+        if action in ('delete', 'delete_suspended'):
             self.log('%s deletes %s' % (server.user, server.id))
             self.delete_server(server)
             return 'deleted'
@@ -394,6 +397,11 @@ class ChurnTest(base.CloudTestCase):
         """At cleanup (a failed run): the servers go before the flavors,
         profiles and accounts."""
         for server_id in list(self.servers):
+            view = self.server(server_id)
+            if view and view['status'] == 'SUSPENDED':    # fakelibvirt
+                self._compute(self.admin, 'post', '/servers/%s/action' %
+                              server_id, json={'resume': None})
+                self.settle(server_id, 'resume')
             self._compute(self.admin, 'delete', '/servers/%s' % server_id)
         for server_id in list(self.servers):
             base.wait_until(lambda: self.server(server_id) is None,
