@@ -317,7 +317,8 @@ class MonitoredInventory(inventory.Inventory):
     passes
     the devices through a :class:`Monitor` (set ``monitor`` after
     building): unhealthy devices are held and carry the health trait, gone
-    ones are reported as last seen."""
+    ones (and vanished functions) are reported as last seen, and
+    ``devices()`` returns them so."""
 
     monitor = None
 
@@ -329,8 +330,13 @@ class MonitoredInventory(inventory.Inventory):
         for driver in self._drivers:
             for device in getattr(driver, 'last', ()):
                 owner[id(device)] = driver
-        return self.monitor.apply([(owner[id(d)], d) for d in devices
-                                   if id(d) in owner])
+        devices = self.monitor.apply([(owner[id(d)], d) for d in devices
+                                      if id(d) in owner])
+        # What is reported (a vanished VF included) is what the device
+        # list, the programming checks and the guest watch see.
+        with self._lock:
+            self._devices = {d.address: d for d in devices}
+        return devices
 
 
 def users_from(placement, domains, sysfs_root):

@@ -170,6 +170,17 @@ class InventoryTest(HealthTestCase):
         self.assertIn(health.UNHEALTHY_TRAIT,
                       devices[FPGA].deployables[0].traits)
         self.assertEqual(['unhealthy'], list(self.holds.reasons(FPGA)))
+        # devices() is what was reported.
+        self.assertEqual(devices[FPGA], inventory.device(FPGA))
+
+    def test_devices_keep_a_vanished_vf(self):
+        inventory = health.MonitoredInventory(self.drivers)
+        inventory.monitor = self.monitor
+        before = {d.address: d for d in inventory.discover()}
+        faults.remove_vf(self.sim, FPGA_VF)
+        inventory.discover()
+        self.assertEqual(before[FPGA].functions(),
+                         inventory.device(FPGA).functions())
 
 
 class GoneTest(HealthTestCase):
