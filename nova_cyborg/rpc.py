@@ -22,7 +22,11 @@ accelerators (:mod:`nova_cyborg.capability`).
 While a task state is set, Nova's API refuses every other action on the
 server (409, "in task_state adding_accelerator"), so a start, stop,
 second attach or detach cannot overtake the one under way. nova-compute
-clears it when it is done, whatever the outcome.
+clears it when it is done, whatever the outcome, also when its handler
+fails before or after the work (recording the action's event, saving the
+cleared state); one nothing clears (the cast lost, the conductor away too
+long) is cleared by nova-compute's periodic task
+(:mod:`nova_cyborg.stuck_actions`).
 
 The two values are not members of Nova's ``InstanceTaskState`` enum: a
 deployment that sends versioned ``instance.update`` notifications on task
@@ -138,6 +142,23 @@ def endpoints(manager):
     return [AcceleratorEndpoint(manager)]
 
 
+def _ended(handler):
+    """The action ends, whatever fails in its handler.
+
+    Around the recording of the instance action's event too: when that
+    failed (a conductor RPC timing out after a RabbitMQ restart), the work
+    that clears the task state never began, and the server stayed in it
+    for good (:mod:`nova_cyborg.stuck_actions`).
+    """
+    @functools.wraps(handler)
+    def wrapper(self, context, instance, device_profile):
+        from nova_cyborg import stuck_actions
+        with stuck_actions.running(self.manager, context, instance,
+                                   TASK_STATES[handler.__name__]):
+            return handler(self, context, instance, device_profile)
+    return wrapper
+
+
 class AcceleratorEndpoint(object):
     """nova-compute's endpoint of the accelerator actions."""
 
@@ -152,6 +173,7 @@ class AcceleratorEndpoint(object):
         return VERSION
 
     @_wrap_exception()
+    @_ended
     @compute_utils.wrap_instance_event(prefix='compute')
     def add_accelerator(self, context, instance, device_profile):
         from nova_cyborg import attach as nc_attach
@@ -162,6 +184,7 @@ class AcceleratorEndpoint(object):
         self._faulted(context, instance, do_add_accelerator)
 
     @_wrap_exception()
+    @_ended
     @compute_utils.wrap_instance_event(prefix='compute')
     def remove_accelerator(self, context, instance, device_profile):
         from nova_cyborg import attach as nc_attach

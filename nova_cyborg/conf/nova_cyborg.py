@@ -125,6 +125,26 @@ Related options:
 * ``[filter_scheduler] weight_classes``
 """),
     cfg.IntOpt(
+        'stuck_accelerator_action_timeout',
+        default=300,
+        min=1,
+        help="""
+Seconds after which nova-compute ends an addAccelerator or removeAccelerator
+action that nothing is working on any more.
+
+nova-api sets the server's task state (``adding_accelerator`` or
+``removing_accelerator``) and casts the action to the server's
+nova-compute, which clears it when it is done. When the cast was lost (a
+RabbitMQ restart drops its queues) or the compute could not record the
+action's end (the conductor or RabbitMQ down), nothing would clear it, and
+every other action on the server is refused while it is set. Every minute
+nova-compute looks for servers of its host left in one of those task states
+for longer than this, with no handler of the action running: a half-done
+attach is rolled back, a detach whose accelerators are gone completed, and
+the task state cleared. It must be well above the time a cast takes to
+reach nova-compute.
+"""),
+    cfg.IntOpt(
         'unbound_arq_max_age',
         default=3600,
         min=0,

@@ -17,6 +17,7 @@ from nova_cyborg import live_migration_compute
 from nova_cyborg import move
 from nova_cyborg import recovery
 from nova_cyborg import rpc
+from nova_cyborg import stuck_actions
 
 
 def endpoints(manager):
@@ -143,6 +144,23 @@ def accelerator_action_at_restart(manager, context, instance):
     :param manager: the ComputeManager (its report client).
     """
     recovery.accelerator_action_interrupted(manager, context, instance)
+
+
+def settle_stuck_accelerator_actions(manager, context):
+    """Called by ``ComputeManager._settle_stuck_accelerator_actions()``,
+    a periodic task (patch 0022), every minute.
+
+    A server of this host left in the task state of addAccelerator or
+    removeAccelerator for longer than ``[nova_cyborg]
+    stuck_accelerator_action_timeout`` seconds, with no handler of the
+    action running in this nova-compute (the cast was lost, or the handler
+    could not record the action's end), is settled as at restart: a
+    half-done attach rolled back, a detach whose ARQs are gone completed,
+    the task state cleared. Never raises for one server.
+
+    :param manager: the ComputeManager (its host and report client).
+    """
+    stuck_actions.settle_stuck(manager, context)
 
 
 def resize_migrating_at_restart(manager, context, instance, migration):

@@ -1,0 +1,129 @@
+"""An attach or detach that lost its RPC ends (issue 26).
+
+nova-api sets the server's task state and casts addAccelerator or
+removeAccelerator to its nova-compute, which clears the task state when it
+is done. After a RabbitMQ restart the compute's handler failed with
+MessagingTimeout while recording the instance action's event, before the
+work that clears the task state began: the server stayed in
+``adding_accelerator`` for good, every other action refused. The owner (of
+project A) acts; a cloud admin of project C checks the server, Cyborg and
+Placement (nova_cyborg.stuck_actions).
+"""
+
+# Nova picks its threading mode when the base is imported: first.
+from tests.functional import attach_base  # noqa: I100
+
+import fixtures  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova.objects import instance_action  # noqa: E402
+from oslo_concurrency import lockutils  # noqa: E402
+import oslo_messaging as messaging  # noqa: E402
+
+from nova_cyborg import rpc  # noqa: E402
+from nova_cyborg import stuck_actions  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
+
+
+class StuckAcceleratorActionTest(attach_base.AttachTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.plain = self._create_flavor(name='plain')
+        with self.acting(self.owner_api):
+            self.server = self.boot(self.plain)
+
+    def owner_acts(self, action, dp):
+        self.owner_api.post_server_action(
+            self.server['id'], {action: {'device_profile': dp}})
+
+    def task_state(self):
+        """As the cloud admin of project C sees it."""
+        return self.cloud_admin_api.get_server(
+            self.server['id'])['OS-EXT-STS:task_state']
+
+    def assert_usable_without_accelerator(self):
+        """Nothing attached, nothing held; the owner attaches and detaches
+        again."""
+        self.assertEqual(
+            ('ACTIVE', None), tuple(self.cloud_admin_api.get_server(
+                self.server['id'])[key] for key in (
+                    'status', 'OS-EXT-STS:task_state')))
+        self.assertEqual([], self.cyborg.list_arqs(self.server['id']))
+        self.assertEqual({}, self._device_allocations(self.server['id']))
+        self.assertEqual([], self.hostdev_bdfs(self.server))
+        self.accelerator_action(self.owner_api, self.server, 'addAccelerator',
+                                self.dp)
+        with self.acting(self.cloud_admin_api):
+            self.assert_owner_has_devices(self.server, 'compute1', 1)
+        self.accelerator_action(self.owner_api, self.server,
+                                'removeAccelerator', self.dp)
+        self.assertEqual([], self.cyborg.list_arqs(self.server['id']))
+
+    def run_periodic_task(self):
+        """nova-compute's periodic task, as its timer would run it."""
+        manager = self.computes['compute1'].manager
+        manager._settle_stuck_accelerator_actions(
+            nova_context.get_admin_context())
+
+    def test_event_recording_times_out(self):
+        # The conductor's RPC that records the compute's event times out
+        # once, as right after a RabbitMQ restart.
+        real = instance_action.InstanceActionEvent.event_start
+        failed = []
+
+        def event_start(context, instance_uuid, event_name, *args, **kw):
+            if event_name == 'compute_add_accelerator' and not failed:
+                failed.append(event_name)
+                raise messaging.MessagingTimeout('RabbitMQ restarted')
+            return real(context, instance_uuid, event_name, *args, **kw)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.objects.instance_action.InstanceActionEvent.event_start',
+            staticmethod(event_start)))
+        self.owner_acts('addAccelerator', self.dp)
+        waits.wait_until(lambda: failed, 'the event recording failed')
+        waits.wait_until(lambda: self.task_state() is None,
+                         'the task state cleared')
+        self.assert_usable_without_accelerator()
+
+    def test_cast_lost(self):
+        # The cast never reaches nova-compute (RabbitMQ lost its queue):
+        # its periodic task ends the action once it is older than
+        # [nova_cyborg] stuck_accelerator_action_timeout.
+        self.flags(stuck_accelerator_action_timeout=1, group='nova_cyborg')
+        real = rpc.cast
+        lost = []
+
+        def cast(*args, **kwargs):
+            if not lost:
+                lost.append(args)
+                return
+            return real(*args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.rpc.cast', cast))
+        self.owner_acts('addAccelerator', self.dp)
+        self.assertEqual('adding_accelerator', self.task_state())
+
+        def ended():
+            self.run_periodic_task()
+            return self.task_state() is None
+        waits.wait_until(ended, 'the periodic task ended the action')
+        self.assert_usable_without_accelerator()
+
+    def test_action_under_way_is_left_alone(self):
+        # A handler that runs (here waiting for the instance's lock) is not
+        # ended by the periodic task, however old its task state.
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.stuck_actions.timeutils.is_older_than',
+            return_value=True))
+        with lockutils.lock(self.server['id']):
+            self.owner_acts('addAccelerator', self.dp)
+            waits.wait_until(
+                lambda: self.server['id'] in stuck_actions._running,
+                'the handler running')
+            self.run_periodic_task()
+            self.assertEqual('adding_accelerator', self.task_state())
+        self._wait_for_instance_action_event(
+            self.server, 'addAccelerator', 'compute_add_accelerator',
+            'Success')
+        self.assertIsNone(self.task_state())
+        with self.acting(self.cloud_admin_api):
+            self.assert_owner_has_devices(self.server, 'compute1', 1)
