@@ -19,6 +19,7 @@ prints so that the seed replays.
 import collections
 import glob
 import os
+import time
 from xml.etree import ElementTree
 
 from nova_cyborg import bookkeeping
@@ -26,7 +27,7 @@ from nova_cyborg import bookkeeping
 #: The fixed seed of CI's run; ``NOVA_CYBORG_CHURN_SEED`` replaces it.
 DEFAULT_SEED = 26
 #: CI's steps (each one to a few server operations on a loaded machine).
-DEFAULT_STEPS = 14
+DEFAULT_STEPS = 40
 
 #: Actions the fixed CI run leaves out, each blocked by a known defect
 #: that other engineers are fixing (``NOVA_CYBORG_CHURN_EXCLUDE=`` set to
@@ -347,11 +348,13 @@ class StepLog:
         self.replay = replay_command(seed, steps, chaos, excluded)
         self.lines = []
         self.step = 0
+        self.started = time.monotonic()
         self.out = out
         out(self.header + ' (replay: %s)' % self.replay)
 
     def __call__(self, text):
-        line = '[step %d] %s' % (self.step, text)
+        line = '[step %d %4.0fs] %s' % (
+            self.step, time.monotonic() - self.started, text)
         self.lines.append(line)
         self.out(line)
 
