@@ -116,15 +116,16 @@ class CloudTestCase(testtools.TestCase):
             path, microversion=COMPUTE_MICROVERSION, **kwargs)
         return response
 
-    def boot(self, flavor_id):
-        """The owner boots a server and waits for ACTIVE; returns its
-        admin view (with its host)."""
-        response = self._compute(self.owner, 'post', '/servers', json={
+    def boot(self, flavor_id, conn=None):
+        """The owner (or ``conn``, another user) boots a server and waits
+        for ACTIVE; returns its admin view (with its host)."""
+        conn = conn or self.owner
+        response = self._compute(conn, 'post', '/servers', json={
             'server': {'name': _name('server'), 'imageRef': self.image_id(),
                        'flavorRef': flavor_id, 'networks': 'none'}})
         self.assertEqual(202, response.status_code, response.text)
         server_id = response.json()['server']['id']
-        self.addCleanup(self._delete_quietly, server_id)
+        self.addCleanup(self._delete_quietly, server_id, conn)
         return self.wait_for_status(server_id, 'ACTIVE')
 
     def server(self, server_id, conn=None):
@@ -161,10 +162,11 @@ class CloudTestCase(testtools.TestCase):
         wait_until(lambda: self.server(server_id) is None,
                    'server %s deleted' % server_id)
 
-    def _delete_quietly(self, server_id):
+    def _delete_quietly(self, server_id, conn=None):
         """At cleanup: the server is gone before its flavor and owner."""
         if self.server(server_id) is not None:
-            self._compute(self.owner, 'delete', '/servers/%s' % server_id)
+            self._compute(conn or self.owner, 'delete',
+                          '/servers/%s' % server_id)
             wait_until(lambda: self.server(server_id) is None,
                        'server %s deleted' % server_id)
 
