@@ -49,6 +49,7 @@ from nova_cyborg.i18n import _
 from nova_cyborg import move
 from nova_cyborg.objects import accelerator_request as arq_obj
 from nova_cyborg import rpc
+from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
 
 LOG = logging.getLogger(__name__)
@@ -147,6 +148,21 @@ def _guest(manager, instance):
     return manager.driver._host.get_guest(instance)
 
 
+def _redefine(manager, context, instance, action):
+    """Give the definition of a guest that is not running exactly the
+    devices the server holds now (nova_cyborg.virt.guard): a later start
+    from it (unrescue, soft reboot) must neither lose an attached device
+    nor bring back a removed one."""
+    try:
+        guest = _guest(manager, instance)
+    except nova_exception.InstanceNotFound:
+        # No definition (yet): the next start builds the guest from the
+        # server's ARQs.
+        return
+    guard.checked_guest(manager.driver, context, instance, guest,
+                        asked=action)
+
+
 def _bind(manager, context, instance, cyclient, dp_name, mapping, existing,
           created):
     arqs = cyclient.create_arqs(dp_name)
@@ -226,7 +242,10 @@ def _add(manager, context, instance, dp_name):
         instance.save()
         if running:
             _refuse_mdevs(arqs)
-            nc_libvirt.attach_pci_hostdevs(_guest(manager, instance), arqs)
+            nc_libvirt.attach_pci_hostdevs(_guest(manager, instance), arqs,
+                                           persistent=True)
+        else:
+            _redefine(manager, context, instance, 'addAccelerator')
     except Exception as e:
         reason = exception.reason(e)
         LOG.error('Attaching the accelerators of device profile %(dp)s '
@@ -265,7 +284,8 @@ def _remove(manager, context, instance, dp_name):
         except exception.OperationRefused as e:
             raise exception.AcceleratorAttachFailed(
                 reason=e.format_message())
-        nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs)
+        nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs,
+                                       persistent=True)
     added = added_allocations(instance, dp_name)
     move.retire(context, instance, mine)
     try:
@@ -279,6 +299,13 @@ def _remove(manager, context, instance, dp_name):
     # records at restart and completes the detach (nova_cyborg.recovery).
     forget(instance, [dp_name])
     instance.save()
+    if instance.vm_state != vm_states.ACTIVE:
+        try:
+            _redefine(manager, context, instance, 'removeAccelerator')
+        except guard.GuestDevicesUnchecked as e:
+            # The check at the next start removes them.
+            LOG.warning('The guest definition still holds the devices: %s',
+                        e.format_message(), instance=instance)
     LOG.info('Detached accelerators %s of device profile %s',
              ','.join(mine), dp_name, instance=instance)
 

@@ -12,6 +12,7 @@ validates that data and never calls Cyborg.
 from nova_cyborg import bookkeeping
 from nova_cyborg import live_migration_compute
 from nova_cyborg import move
+from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
 
 
@@ -27,6 +28,30 @@ def accel_info(context, instance):
         now, or [] for a server without accelerators.
     """
     return move.instance_arqs(context, instance)
+
+
+def guest_xml(driver, context, instance, xml):
+    """Called by ``LibvirtDriver._create_guest()`` before the guest is
+    defined: every path that defines and starts a guest crosses it.
+
+    :returns: ``xml`` with exactly the devices the guest is given (its
+        Bound ARQs here, Nova's own claims); ``xml`` itself when nothing
+        changes, as for every server without a ``<hostdev>`` and without
+        accelerators.
+    :raises: GuestDevicesUnchecked (the start is refused with a fault).
+    """
+    return guard.checked_xml(driver, context, instance, xml)
+
+
+def guest_to_relaunch(driver, instance, guest):
+    """Called by ``LibvirtDriver._soft_reboot()`` once the guest has shut
+    down, before it starts it again from its definition.
+
+    :returns: the Guest to launch: ``guest``, or the guest redefined with
+        exactly the devices it is given.
+    :raises: GuestDevicesUnchecked
+    """
+    return guard.checked_guest(driver, None, instance, guest)
 
 
 def pci_arqs(instance, accel_info):

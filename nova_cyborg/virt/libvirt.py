@@ -24,11 +24,13 @@ from oslo_log import log as logging
 
 from nova import exception as nova_exception
 from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import guest as libvirt_guest
 from nova.virt.libvirt import utils as libvirt_utils
 
 from nova_cyborg import attach_handle
 from nova_cyborg import exception
 from nova_cyborg.objects import accelerator_request as arq_obj
+from nova_cyborg.virt import domain_devices
 
 LOG = logging.getLogger(__name__)
 
@@ -74,6 +76,17 @@ def _hostdev(address):
     dev.domain, dev.bus, dev.slot, dev.function = address.hex_parts
     dev.managed = 'yes'
     return dev
+
+
+def hostdev_config(arq):
+    """The ``<hostdev>`` config of a validated AcceleratorRequest: its PCI
+    function, or its mediated device (which must exist when the guest
+    starts: :func:`allocate_mdevs`)."""
+    if arq.attach_type == arq_obj.ATTACH_TYPE_MDEV:
+        dev = vconfig.LibvirtConfigGuestHostdevMDEV()
+        dev.uuid = arq.attach_handle.uuid
+        return dev
+    return _hostdev(arq.attach_handle.address)
 
 
 def add_pci_hostdevs(guest, accel_info):
@@ -150,7 +163,12 @@ def _hex_key(parts):
     return tuple(int(part, 16) for part in parts)
 
 
-def detach_pci_hostdevs(guest, accel_info):
+def define(driver, xml):
+    """Define (or redefine) a guest from ``xml``; return its Guest."""
+    return libvirt_guest.Guest.create(xml, driver._host)
+
+
+def detach_pci_hostdevs(guest, accel_info, persistent=False):
     """Unplug the guest's PCI accelerators from the running domain.
 
     Suspend saves the guest's memory, which libvirt refuses while a PCI
@@ -158,6 +176,10 @@ def detach_pci_hostdevs(guest, accel_info):
     there, not the accelerators). Only the live domain changes: its
     definition keeps the devices, and :func:`attach_pci_hostdevs` plugs
     them back after resume.
+
+    removeAccelerator passes ``persistent``: the definition loses them
+    too, or a later start from it (soft reboot, unrescue) would give the
+    guest a device another server may hold by then.
 
     :param guest: a nova.virt.libvirt.guest.Guest.
     :raises: InvalidAttachHandle before anything is unplugged;
@@ -167,8 +189,11 @@ def detach_pci_hostdevs(guest, accel_info):
                for arq in _validate(accel_info)
                if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
     for dev in devices:
-        guest.detach_device(dev, live=True)
+        guest.detach_device(dev, persistent=persistent, live=True)
     present = {_hex_key(parts) for parts in _pci_addresses(guest)}
+    if persistent:
+        present |= {value for _kind, value in domain_devices.keys_in(
+            guest.get_xml_desc(dump_inactive=True))}
     for dev in devices:
         parts = (dev.domain, dev.bus, dev.slot, dev.function)
         if _hex_key(parts) in present:
@@ -177,11 +202,13 @@ def detach_pci_hostdevs(guest, accel_info):
                 dev='%s:%s:%s.%s' % parts)
 
 
-def attach_pci_hostdevs(guest, accel_info):
+def attach_pci_hostdevs(guest, accel_info, persistent=False):
     """Plug the guest's PCI accelerators back into the running domain.
 
     Devices the domain already has are left alone, so this is safe after
-    a restore whose saved domain kept them.
+    a restore whose saved domain kept them. addAccelerator passes
+    ``persistent``: the definition gets them too, so that every later
+    start keeps them.
 
     :param guest: a nova.virt.libvirt.guest.Guest.
     :raises: InvalidAttachHandle before anything is plugged.
@@ -196,4 +223,4 @@ def attach_pci_hostdevs(guest, accel_info):
             continue
         LOG.info('Plugging accelerator %s back into the guest',
                  arq.attach_handle.address.bdf)
-        guest.attach_device(dev)
+        guest.attach_device(dev, persistent=persistent, live=True)

@@ -59,7 +59,12 @@ class AttachingRecordTest(test.NoDBTestCase):
             {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
         self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
                                            return_value=[]))
+        redefine = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.attach._redefine')).mock
         attach._add(self.manager, self.context, self.instance, 'dp')
+        # The stopped guest's definition gets the device.
+        redefine.assert_called_once_with(self.manager, self.context,
+                                         self.instance, 'addAccelerator')
         # Cleared in the same save that records the allocation added.
         self.assertEqual({attach.ALLOC_PREFIX + '0': 'dp %s FPGA 1' % (
             uuids.rp)}, self.saved[-1])

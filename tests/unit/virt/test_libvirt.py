@@ -402,7 +402,8 @@ class PciHotplugTestCase(_Base):
         guest = self.guest([self.NOVA_PCI])
         nc_libvirt.attach_pci_hostdevs(
             guest, [fakes.pci_arq(), self.mdev, self.second])
-        self.assertEqual([(HOSTDEV_XML, 0), (self.SECOND_XML, 0)],
+        live = fakelibvirt.VIR_DOMAIN_AFFECT_LIVE
+        self.assertEqual([(HOSTDEV_XML, live), (self.SECOND_XML, live)],
                          self.domain.attached)
         self.assertEqual([], self.domain.detached)
 
@@ -413,8 +414,9 @@ class PciHotplugTestCase(_Base):
             guest = self.guest([written, self.NOVA_PCI])
             nc_libvirt.attach_pci_hostdevs(
                 guest, [fakes.pci_arq(), self.second])
-            self.assertEqual([(self.SECOND_XML, 0)], self.domain.attached,
-                             written)
+            self.assertEqual(
+                [(self.SECOND_XML, fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)],
+                self.domain.attached, written)
 
     def test_attach_all_present(self):
         guest = self.guest([self.ACCEL, ('0x0000', '0x0d', '0x00', '0x2')])
@@ -436,3 +438,28 @@ class PciHotplugTestCase(_Base):
                               [self.second, bad])
         self.assertEqual([], self.domain.attached)
         self.assertEqual(0, self.domain.xml_reads)
+
+    def test_attach_persistent_changes_the_definition_too(self):
+        guest = self.guest([self.NOVA_PCI])
+        nc_libvirt.attach_pci_hostdevs(guest, [fakes.pci_arq()],
+                                       persistent=True)
+        self.assertEqual(
+            [(HOSTDEV_XML, fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG |
+              fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)], self.domain.attached)
+
+    def test_detach_persistent_changes_the_definition_too(self):
+        guest = self.guest([self.ACCEL, self.NOVA_PCI])
+        nc_libvirt.detach_pci_hostdevs(guest, [fakes.pci_arq()],
+                                       persistent=True)
+        self.assertEqual(
+            [(HOSTDEV_XML, fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG |
+              fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)], self.domain.detached)
+        self.assertEqual([self.NOVA_PCI], self.domain.hostdevs)
+
+    def test_detach_persistent_still_defined_raises(self):
+        # The definition (read with VIR_DOMAIN_XML_INACTIVE) still holds
+        # the device: a later start from it would bring it back.
+        guest = self.guest([self.ACCEL], stuck=[(0, 0x0c, 0, 2)])
+        self.assertRaises(nova_exception.PciDeviceDetachFailed,
+                          nc_libvirt.detach_pci_hostdevs, guest,
+                          [fakes.pci_arq()], persistent=True)
