@@ -3,7 +3,8 @@
     up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N]
         Start the cloud, boot a server with an accelerator and show it
         (unless --no-demo); print the start time and total memory. Without
-        --keep the cloud is torn down at the end.
+        --keep the cloud is torn down at the end. --vfs is per host: its
+        FPGAs have N VFs in all, N // --pfs on each PF.
     down      Stop every process of the cloud; fail if one is left.
     status    Which services run, their memory, where the files are.
     host stop|start|restart HOST
@@ -14,6 +15,19 @@
               until its service is up and its FPGAs are in Placement;
               or both. A failure shows the last lines of the host's log
               and of cyborg-conductor's.
+    service list
+    service stop [--graceful] NAME
+    service start [--timeout S] NAME
+    service restart [--graceful] [--timeout S] NAME
+              Stop one service (SIGKILL; --graceful: SIGTERM), start it
+              again and wait until it answers, or both
+              (:mod:`localcloud.services`). NAME: mariadb, rabbitmq,
+              keystone, placement, neutron, glance, nova-api,
+              cyborg-api, nova-conductor, nova-scheduler,
+              cyborg-conductor, nova-compute@HOST, sidecar@HOST.
+              Services that share a process go together (placement and
+              neutron; nova-conductor and nova-scheduler; a host's
+              nova-compute and sidecar). ``list``: names, process, pids.
     stress [--rounds N]
               Seed 004's race under load (:mod:`localcloud.stress`): two
               servers asking for two different bitstreams booted at the
@@ -42,6 +56,7 @@ from localcloud import demo
 from localcloud import hosts
 from localcloud import layout as layout_mod
 from localcloud import procs
+from localcloud import services
 from localcloud import stress
 
 
@@ -125,6 +140,40 @@ def cmd_host(args):
     return 0
 
 
+def cmd_service(args):
+    layout = layout_mod.Layout.load(args.dir)
+    if layout is None or not procs.running(layout):
+        _out('No cloud runs under %s: "python -m localcloud up --keep" '
+             'first' % args.dir)
+        return 1
+    if args.action == 'list':
+        if args.name:
+            _out('ERROR: "service list" takes no name')
+            return 2
+        _out('%-24s %-18s %s' % ('SERVICE', 'PROCESS', 'PIDS'))
+        for name, process, pids in services.listing(layout):
+            _out('%-24s %-18s %s' % (name, process, ' '.join(
+                map(str, pids)) or '(stopped)'))
+        return 0
+    if not args.name:
+        _out('ERROR: "service %s" needs a service name' % args.action)
+        return 2
+    try:
+        if args.action == 'stop':
+            services.stop(layout, args.name, graceful=args.graceful,
+                          out=_out)
+        elif args.action == 'start':
+            services.start(layout, args.name, out=_out,
+                           timeout=args.timeout)
+        else:
+            services.restart(layout, args.name, graceful=args.graceful,
+                             out=_out, timeout=args.timeout)
+    except (ValueError, procs.ServiceError) as exc:
+        _out('ERROR: %s' % exc)
+        return 1
+    return 0
+
+
 def cmd_stress(args):
     layout = layout_mod.Layout.load(args.dir)
     if layout is None or not procs.running(layout):
@@ -171,7 +220,8 @@ def main(argv=None):
     up.add_argument('--pfs', type=int, default=1,
                     help='FPGA PFs per host (default %(default)s)')
     up.add_argument('--vfs', type=int, default=4,
-                    help='VFs (attach handles) per PF (default %(default)s)')
+                    help='FPGA VFs (attach handles) per host, split '
+                    'evenly among its --pfs PFs (default %(default)s)')
     up.set_defaults(func=cmd_up)
     sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
     sub.add_parser('status', help='show what runs').set_defaults(
@@ -181,6 +231,20 @@ def main(argv=None):
     host.add_argument('action', choices=('stop', 'start', 'restart'))
     host.add_argument('host', help='compute1, compute2, ...')
     host.set_defaults(func=cmd_host)
+    service = sub.add_parser('service', help='stop, start or restart one '
+                             'service; list them')
+    service.add_argument('action', choices=('list', 'stop', 'start',
+                                            'restart'))
+    service.add_argument('name', nargs='?',
+                         help='mariadb, rabbitmq, nova-api, '
+                         'nova-compute@compute1, ... ("service list")')
+    service.add_argument('--graceful', action='store_true',
+                         help='stop with SIGTERM (SIGKILL after 10 s) '
+                         'instead of SIGKILL')
+    service.add_argument('--timeout', type=int, default=services.TIMEOUT,
+                         help='seconds start waits for an answer '
+                         '(default %(default)s)')
+    service.set_defaults(func=cmd_service)
     stress_cmd = sub.add_parser(
         'stress', help='boot two servers with different bitstreams at '
         'once, round after round (seed 004)')

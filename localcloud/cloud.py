@@ -89,13 +89,13 @@ def _rabbit_env(layout):
     return env
 
 
-def _start_rabbit(layout):
+def start_rabbit(layout):
     out = open(procs.log_path(layout, 'rabbitmq'), 'ab')
     return subprocess.Popen([RABBIT, 'start'], stdout=out,
                             stderr=subprocess.STDOUT, env=_rabbit_env(layout))
 
 
-def _wsgi_service(layout, name, env, also=()):
+def wsgi_service(layout, name, env, also=()):
     argv = [layout.python, '-m', 'localcloud.wsgi']
     for each in (name,) + also:
         argv += [each, str(layout.port(each))]
@@ -125,7 +125,7 @@ def _migrations(layout, files):
     }
 
 
-def _write_configs(layout):
+def write_configs(layout):
     return {'keystone': configs.keystone(layout),
             'placement': configs.placement(layout),
             'glance': configs.glance(layout),
@@ -182,9 +182,10 @@ def _parallel(calls):
             job.result()
 
 
-def _launch_api_services(layout, files, progress):
-    """Start the WSGI services; returns the calls that wait for them."""
-    apis = {
+def api_services(files):
+    """``{name: (environment, path that answers)}`` of the WSGI
+    services (``files``: :func:`write_configs`)."""
+    return {
         'keystone': ({'OS_KEYSTONE_CONFIG_FILES': files['keystone']}, '/v3'),
         'placement': ({'OS_PLACEMENT_CONFIG_DIR':
                        os.path.dirname(files['placement'])}, '/'),
@@ -195,8 +196,13 @@ def _launch_api_services(layout, files, progress):
                     'SCRIPT_NAME': '/accelerator'}, '/accelerator/'),
         'neutron': ({}, '/'),
     }
+
+
+def _launch_api_services(layout, files, progress):
+    """Start the WSGI services; returns the calls that wait for them."""
+    apis = api_services(files)
     progress.started(*apis)
-    started = {name: _wsgi_service(layout, name, env, also=tuple(
+    started = {name: wsgi_service(layout, name, env, also=tuple(
         g for g, host in GUESTS.items() if host == name))
         for name, (env, _) in apis.items() if name not in GUESTS}
     started.update({g: started[host] for g, host in GUESTS.items()})
@@ -210,24 +216,24 @@ def _launch_api_services(layout, files, progress):
     return [(wait, name, path) for name, (_, path) in apis.items()]
 
 
-def _start_nova_rpc(layout, files, progress):
+def start_nova_rpc(layout, files, progress):
     """nova-conductor and nova-scheduler in one process
     (:mod:`localcloud.rpc`)."""
     progress.started('nova-conductor', 'nova-scheduler')
-    procs.start(layout, 'nova-conductor', [
+    return procs.start(layout, 'nova-conductor', [
         layout.python, '-m', 'localcloud.rpc', 'nova', '--config-file',
         files['nova']], also=('nova-scheduler',))
 
 
-def _start_cyborg_conductor(layout, files, progress):
+def start_cyborg_conductor(layout, files, progress):
     # It looks bitstreams up in Glance with openstacksdk.
     progress.started('cyborg-conductor')
-    procs.start(layout, 'cyborg-conductor', [
+    return procs.start(layout, 'cyborg-conductor', [
         layout.python, '-m', 'localcloud.rpc', 'cyborg', '--config-file',
         files['cyborg']], {'OS_CLIENT_CONFIG_FILE': files['clouds']})
 
 
-def _wait_rabbit(layout, rabbit, progress):
+def wait_rabbit(layout, rabbit, progress):
     if rabbit.wait():
         raise procs.ServiceError('rabbitmq', 'tools/rabbitmq start failed',
                                  procs.log_path(layout, 'rabbitmq'))
@@ -263,11 +269,11 @@ def up(layout, out=print):
         os.makedirs(layout.path(d), exist_ok=True)
     layout.save()
     progress.started('rabbitmq', 'mariadb')
-    rabbit = _start_rabbit(layout)
+    rabbit = start_rabbit(layout)
     sql.start(layout)
     progress.ready('mariadb')
     progress('mariadb    127.0.0.1:%d' % layout.port('mariadb'))
-    files = _write_configs(layout)
+    files = write_configs(layout)
     info = schemas.manifest(layout, _schema_commands(layout, files))
     entry = schemas.lookup(info)
     if entry:
@@ -279,11 +285,11 @@ def up(layout, out=print):
         progress('schemas restored from %s (a dump of what the services\' '
                  'own tools made at a first start)' % entry)
         waits = _launch_api_services(layout, files, progress)
-        _wait_rabbit(layout, rabbit, progress)
-        _start_nova_rpc(layout, files, progress)
+        wait_rabbit(layout, rabbit, progress)
+        start_nova_rpc(layout, files, progress)
         _parallel(waits)
         # It authenticates with Keystone as it starts.
-        _start_cyborg_conductor(layout, files, progress)
+        start_cyborg_conductor(layout, files, progress)
     else:
         _migrate(layout, files, progress)
         _parallel(_launch_api_services(layout, files, progress))
@@ -297,9 +303,9 @@ def up(layout, out=print):
         progress('schemas saved in %s for the next start' % entry if entry
                  else 'schemas not saved (see %s)' % procs.log_path(
                      layout, 'schema-cache'))
-        _wait_rabbit(layout, rabbit, progress)
-        _start_nova_rpc(layout, files, progress)
-        _start_cyborg_conductor(layout, files, progress)
+        wait_rabbit(layout, rabbit, progress)
+        start_nova_rpc(layout, files, progress)
+        start_cyborg_conductor(layout, files, progress)
     conn = identity.admin_connection(layout)
     progress.started(*layout.hosts)
     started = {host: hosts.launch(layout, host) for host in layout.hosts}
@@ -317,12 +323,21 @@ def up(layout, out=print):
     return seconds, rss
 
 
+def stop_rabbit(layout, graceful=False):
+    """``tools/rabbitmq stop``: the broker's VM halted at once (its
+    processes killed), or with ``graceful`` stopped by ``rabbitmqctl
+    stop``."""
+    env = _rabbit_env(layout)
+    env['NOVA_CYBORG_RABBIT_GRACEFUL'] = '1' if graceful else '0'
+    subprocess.run([RABBIT, 'stop'], env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
 def down(layout):
     """Stop every process of the cloud; return the names stopped."""
     names = procs.stop_all(layout, order=INFRASTRUCTURE)
     if os.path.exists(layout.path('rabbitmq')):
-        subprocess.run([RABBIT, 'stop'], env=_rabbit_env(layout),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stop_rabbit(layout)
         if 'rabbitmq' not in names:
             names.append('rabbitmq')
     return names

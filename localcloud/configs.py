@@ -207,6 +207,9 @@ def cyborg(layout):
 [DEFAULT]
 use_stderr = true
 transport_url = {transport}
+# oslo.messaging's ping (oslo_rpc_server_ping): "service start
+# cyborg-conductor" waits until the conductor answers it.
+rpc_ping_enabled = true
 [api]
 api_paste_config = {d}/api-paste.ini
 [database]

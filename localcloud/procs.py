@@ -181,9 +181,11 @@ def memory(layout):
     return total
 
 
-def _stop_groups(layout, pgids, grace=10):
-    """SIGTERM every group at once, SIGKILL what is left after ``grace``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def _stop_groups(layout, pgids, grace=10, kill=False):
+    """SIGTERM every group at once, SIGKILL what is left after ``grace``
+    (with ``kill``: SIGKILL at once)."""
+    for sig in (signal.SIGKILL,) if kill else (signal.SIGTERM,
+                                               signal.SIGKILL):
         for pgid in pgids.values():
             try:
                 os.killpg(pgid, sig)
@@ -200,13 +202,20 @@ def _stop_groups(layout, pgids, grace=10):
             pass
 
 
-def stop(layout, name, grace=10):
-    """Stop one service (its whole process group); True if it had a pid
-    file."""
+def stop(layout, name, grace=10, kill=False, also=()):
+    """Stop one service (its whole process group: SIGTERM, SIGKILL after
+    ``grace``; with ``kill``, SIGKILL at once); True if it had a pid
+    file. The pid files of ``also`` (the other services of its process)
+    go too."""
     pgids = _pgids(layout)
     if name not in pgids:
         return False
-    _stop_groups(layout, {name: pgids[name]}, grace=grace)
+    _stop_groups(layout, {name: pgids[name]}, grace=grace, kill=kill)
+    for each in also:
+        try:
+            os.unlink(_pid_path(layout, each))
+        except FileNotFoundError:
+            pass
     return True
 
 

@@ -29,11 +29,30 @@ def start(layout):
         raise procs.ServiceError(
             NAME, 'mariadbd not found: install the mariadb-server package',
             procs.log_path(layout, NAME))
-    data = layout.path('mariadb', 'data')
     procs.run(layout, NAME, [
-        'mariadb-install-db', '--no-defaults', '--datadir=' + data,
+        'mariadb-install-db', '--no-defaults', '--datadir=' + _data(layout),
         '--user=root', '--auth-root-authentication-method=socket',
         '--skip-test-db'])
+    launch(layout)
+    statements = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' "
+                  "IDENTIFIED BY '%s'" % (layout_mod.DB_USER,
+                                          layout_mod.PASSWORD)]
+    for db in layout_mod.DATABASES:
+        statements.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
+                          'utf8mb4' % db)
+        statements.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'" % (
+            db, layout_mod.DB_USER))
+    procs.run(layout, NAME, _client(layout, '; '.join(statements)))
+
+
+def _data(layout):
+    return layout.path('mariadb', 'data')
+
+
+def launch(layout, timeout=60):
+    """Start the server on its data directory; wait until it accepts
+    connections (a server killed before recovers its data first)."""
+    data = _data(layout)
     proc = procs.start(layout, NAME, [
         'mariadbd', '--no-defaults', '--datadir=' + data,
         '--socket=' + _socket(layout), '--port=%d' % layout.port(NAME),
@@ -51,13 +70,5 @@ def start(layout):
         # file each).
         '--innodb-flush-log-at-trx-commit=0', '--innodb-doublewrite=0',
         '--innodb-file-per-table=OFF'])
-    procs.wait(layout, NAME, proc, port=layout.port(NAME), timeout=60)
-    statements = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' "
-                  "IDENTIFIED BY '%s'" % (layout_mod.DB_USER,
-                                          layout_mod.PASSWORD)]
-    for db in layout_mod.DATABASES:
-        statements.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
-                          'utf8mb4' % db)
-        statements.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'" % (
-            db, layout_mod.DB_USER))
-    procs.run(layout, NAME, _client(layout, '; '.join(statements)))
+    procs.wait(layout, NAME, proc, port=layout.port(NAME), timeout=timeout)
+    return proc
