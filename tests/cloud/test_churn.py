@@ -249,6 +249,8 @@ class ChurnTest(base.CloudTestCase):
         others = sorted(set(self.flavors) - {server.flavor})
         body, flavor = churn.body(action, self.rng, others, self.profiles,
                                   server.attached)
+        if action.startswith(('attach', 'detach')):
+            server.profile = body[next(iter(body))]['device_profile']
         if action in ('resize', 'migrate'):
             server.pending = flavor or server.flavor
             if flavor:
