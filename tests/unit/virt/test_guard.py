@@ -124,7 +124,7 @@ class CheckedXmlTestCase(testtools.TestCase):
         self.flavor = objects.Flavor(extra_specs={})
         self.instance = mock.Mock(
             uuid=fakes.INSTANCE_UUID, flavor=self.flavor,
-            system_metadata={})
+            system_metadata={}, host='compute-1', node='compute-1.example')
         self.instance.get_pci_devices.return_value = [
             mock.Mock(address='0000:81:00.3')]
         self.get_client = self.useFixture(fixtures.MockPatch(
@@ -186,6 +186,14 @@ class CheckedXmlTestCase(testtools.TestCase):
             dict(fakes.pci_arq(), hostname='compute-1.example')]
         xml = domain(hostdev(ACCEL))
         self.assertIs(xml, self.check(xml))
+
+    def test_service_name_counts_only_for_the_instances_host(self):
+        # One process serving several computes (Nova's functional tests)
+        # shares CONF.host: another host's name is not this host's.
+        self.with_profile()
+        self.flags.config(host='compute-2')
+        self.assertEqual(set(), dd.keys_in(self.check(
+            domain(hostdev(ACCEL)))))
 
     def test_missing_device_is_added(self):
         self.with_profile()
