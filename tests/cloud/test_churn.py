@@ -22,14 +22,12 @@ with SIGKILL during some steps and starts it again (:mod:`churn_chaos`).
 """
 
 import random
-import sys
 
 from tests.cloud import base
 from tests.cloud import churn
+from tests.cloud import churn_cloud
 from tests.cloud import churn_chaos
 
-#: Instance actions with events (2.51); ``details`` of events (2.84).
-ACTIONS_MICROVERSION = '2.84'
 #: Seconds the per-server invariants may take to settle after a step
 #: (a migration's source cleans up after the server is ACTIVE again).
 CONVERGE = 120
@@ -44,7 +42,7 @@ class Server:
         self.profile = None         # of the attach or detach under way
 
 
-class ChurnTest(base.CloudTestCase):
+class ChurnTest(churn_cloud.ChurnCloudTest):
 
     def setUp(self):
         super().setUp()
@@ -72,69 +70,10 @@ class ChurnTest(base.CloudTestCase):
         self.deleted = []
         self.addCleanup(self._delete_all_quietly)
 
-    @staticmethod
-    def _print(text):
-        sys.stderr.write(text + '\n')
-        sys.stderr.flush()
-
-    # -- accounts and resources ---------------------------------------------
-
-    def _operator(self):
-        """An admin of project C of its own (not the cloud's admin)."""
-        keystone = self.admin.identity
-        project = keystone.create_project(name=base._name('project-c'),
-                                          domain_id='default')
-        self.addCleanup(keystone.delete_project, project)
-        user = keystone.create_user(
-            name=base._name('operator'), domain_id='default',
-            password=base.layout_mod.PASSWORD, default_project_id=project.id)
-        self.addCleanup(keystone.delete_user, user)
-        for role in ('member', 'admin'):
-            keystone.assign_project_role_to_user(
-                project, user, keystone.find_role(role, ignore_missing=False))
-        return base.openstack.connect(
-            auth_url=self.layout.auth_url, username=user.name,
-            password=base.layout_mod.PASSWORD, project_name=project.name,
-            user_domain_name='Default', project_domain_name='Default',
-            region_name=base.layout_mod.REGION, identity_interface='public')
-
-    def _profile_of(self, groups):
-        name = base._name('profile')
-        response = self.admin.accelerator.post('/device_profiles', json=[
-            {'name': name, 'groups': groups}])
-        self.assertEqual(201, response.status_code, response.text)
-        self.addCleanup(self.admin.accelerator.delete,
-                        '/device_profiles/%s' % response.json()['uuid'])
-        return name
-
-    def _flavor(self, profile, ram):
-        flavor = self.admin.compute.create_flavor(
-            name=base._name('flavor'), ram=ram, vcpus=1, disk=1)
-        self.addCleanup(self.admin.compute.delete_flavor, flavor)
-        if profile:
-            self.admin.compute.create_flavor_extra_specs(
-                flavor, {'accel:device_profile': profile})
-        return flavor.id
-
     def flavor_profile(self, flavor):
         return {'fpga': self.profiles[0], 'vf': self.profiles[1]}.get(flavor)
 
     # -- what the cloud shows ------------------------------------------------
-
-    def all_arqs(self, server_id):
-        return [a for owner in churn.owners(server_id)
-                for a in self.arqs(owner)]
-
-    def snapshot(self, server_id):
-        """What a refused action must not change."""
-        view = self.server(server_id)
-        if view is None:
-            return None
-        return (view['status'], view['OS-EXT-SRV-ATTR:host'],
-                view['OS-EXT-STS:task_state'],
-                sorted((a['uuid'], a['state'], a['device_rp_uuid'])
-                       for a in self.all_arqs(server_id)),
-                churn.device_allocation(self.allocations(server_id)))
 
     def problems(self):
         """Every broken invariant now: (double assignments, the rest)."""
@@ -210,7 +149,7 @@ class ChurnTest(base.CloudTestCase):
             return self.boot_one()
         if action in ('delete', 'delete_suspended'):
             self.log('%s deletes %s' % (server.user, server.id))
-            self.delete_server(server)
+            self.delete_server(server, chaos=True)
             return 'deleted'
         if action == 'evacuate':
             return self.evacuate(server)
@@ -273,31 +212,15 @@ class ChurnTest(base.CloudTestCase):
                 # to its new host (ResourceTracker.finish_evacuation).
                 return None
             return view
-        return base.wait_until(settled, 'server %s to settle after %s' % (
+        return self.wait(settled, 'server %s to settle after %s' % (
             server_id, action))
 
-    def evacuation_ended(self, server_id):
-        response = self.admin.compute.get(
-            '/os-migrations', params={'instance_uuid': server_id,
-                                      'migration_type': 'evacuation'},
-            microversion='2.59')
-        self.assertEqual(200, response.status_code, response.text)
-        migrations = response.json()['migrations']
-        return migrations and migrations[0]['status'] in (
-            'done', 'completed', 'failed', 'error')
-
-    def errors(self, server_id, request_id):
-        """The Error events of the instance action ``request_id``."""
-        response = self.admin.compute.get(
-            '/servers/%s/os-instance-actions/%s' % (server_id, request_id),
-            microversion=ACTIONS_MICROVERSION)
-        if response.status_code != 200:
-            return []
-        action = response.json()['instanceAction']
-        return ['%s: %s %s' % (e['event'], e.get('details') or '',
-                               action.get('message') or '')
-                for e in action.get('events', [])
-                if e.get('result') == 'Error']
+    def wait(self, predicate, what):
+        """base.wait_until, failing with the step log."""
+        try:
+            return base.wait_until(predicate, what)
+        except AssertionError as exc:
+            self.fail(self.log.failure([str(exc)]))
 
     def judge(self, server, action, before, view, expected, request_id):
         """Success, a lack of room that changed nothing, or a failure."""
@@ -370,14 +293,16 @@ class ChurnTest(base.CloudTestCase):
         self.fail(self.log.failure(['boot of %s ended %s: %s' % (
             server.id, view['status'], fault)]))
 
-    def delete_server(self, server):
+    def delete_server(self, server, chaos=False):
         response = self._compute(self.users[server.user], 'delete',
                                  '/servers/%s' % server.id)
         self.assertEqual(204, response.status_code, self.log.failure([
             'delete of %s answered %d: %s' % (
                 server.id, response.status_code, response.text)]))
-        base.wait_until(lambda: self.server(server.id) is None,
-                        'server %s deleted' % server.id)
+        if chaos and self.chaos_monkey:
+            self.chaos_monkey.strike()
+        self.wait(lambda: self.server(server.id) is None,
+                  'server %s deleted' % server.id)
         del self.servers[server.id]
         self.deleted.append(server.id)
 
@@ -423,43 +348,3 @@ class ChurnTest(base.CloudTestCase):
         for server_id in list(self.servers):
             base.wait_until(lambda: self.server(server_id) is None,
                             'server %s deleted' % server_id)
-
-    def leaks(self):
-        """Once every server of the run is deleted: no ARQ of theirs, no
-        device allocation without a Bound ARQ, no domain without a
-        server, no mdev more than at the start."""
-        problems = []
-        ours = {o for s in self.deleted for o in churn.owners(s)}
-        response = self.admin.accelerator.get('/accelerator_requests')
-        self.assertEqual(200, response.status_code, response.text)
-        arqs = response.json()['arqs']
-        problems += ['ARQ %s (%s) of deleted server %s' % (
-            a['uuid'], a['state'], a['instance_uuid'])
-            for a in arqs if a.get('instance_uuid') in ours]
-        per_provider = {}
-        for arq in churn.bound(arqs):
-            rp = arq['device_rp_uuid']
-            per_provider[rp] = per_provider.get(rp, 0) + 1
-        for host in self.layout.hosts:
-            for rp, (name, _, inventories, _) in self.device_providers(
-                    host).items():
-                used = sum(self._placement(
-                    '/resource_providers/%s/usages' % rp)['usages'].values())
-                if used != per_provider.get(rp, 0):
-                    problems.append(
-                        'provider %s (%s) has %d allocated, Cyborg %d Bound '
-                        'ARQs' % (name, rp, used, per_provider.get(rp, 0)))
-        for server_id, (host, _) in churn.read_domains(
-                self.layout.domain_xml_dir).items():
-            if self.server(server_id) is None:
-                problems.append('domain %s on %s has no server' % (
-                    server_id, host))
-        mdevs = churn.mdevs(self.sysfs_roots())
-        if mdevs != self.mdevs_at_start:
-            problems.append('mdevs %s, at the start %s' % (
-                mdevs, self.mdevs_at_start))
-        return problems
-
-    def sysfs_roots(self):
-        return {host: self.layout.path('hosts', host, 'sys')
-                for host in self.layout.hosts}
