@@ -116,6 +116,8 @@ class ChurnTest(churn_cloud.ChurnCloudTest):
         counts = {}
         for step in range(1, self.steps + 1):
             self.log.step = step
+            if self.chaos_monkey:
+                self.chaos_monkey.struck = False
             server, action = self.choose()
             outcome = self.run_step(server, action)
             counts[outcome] = counts.get(outcome, 0) + 1
