@@ -65,25 +65,48 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         manager._settle_stuck_accelerator_actions(
             nova_context.get_admin_context())
 
-    def test_event_recording_times_out(self):
-        # The conductor's RPC that records the compute's event times out
-        # once, as right after a RabbitMQ restart.
+    def event_recording_times_out_once(self, action):
+        """The conductor's RPC that records the compute's event of
+        ``action`` times out once, as right after a RabbitMQ restart."""
         real = instance_action.InstanceActionEvent.event_start
         failed = []
 
         def event_start(context, instance_uuid, event_name, *args, **kw):
-            if event_name == 'compute_add_accelerator' and not failed:
+            if (event_name == attach_base.ACTION_EVENTS[action] and
+                    not failed):
                 failed.append(event_name)
                 raise messaging.MessagingTimeout('RabbitMQ restarted')
             return real(context, instance_uuid, event_name, *args, **kw)
         self.useFixture(fixtures.MonkeyPatch(
             'nova.objects.instance_action.InstanceActionEvent.event_start',
             staticmethod(event_start)))
+        return failed
+
+    def test_event_recording_times_out(self):
+        failed = self.event_recording_times_out_once('addAccelerator')
         self.owner_acts('addAccelerator', self.dp)
         waits.wait_until(lambda: failed, 'the event recording failed')
         waits.wait_until(lambda: self.task_state() is None,
                          'the task state cleared')
         self.assert_usable_without_accelerator()
+
+    def test_detach_event_recording_times_out(self):
+        # The detach never began: the accelerator stays attached, the task
+        # state is cleared, and the owner detaches it again.
+        self.accelerator_action(self.owner_api, self.server, 'addAccelerator',
+                                self.dp)
+        failed = self.event_recording_times_out_once('removeAccelerator')
+        self.owner_acts('removeAccelerator', self.dp)
+        waits.wait_until(lambda: failed, 'the event recording failed')
+        waits.wait_until(lambda: self.task_state() is None,
+                         'the task state cleared')
+        with self.acting(self.cloud_admin_api):
+            self.assert_owner_has_devices(self.server, 'compute1', 1)
+        self.accelerator_action(self.owner_api, self.server,
+                                'removeAccelerator', self.dp)
+        self.assertEqual([], self.cyborg.list_arqs(self.server['id']))
+        self.assertEqual({}, self._device_allocations(self.server['id']))
+        self.assertEqual([], self.hostdev_bdfs(self.server))
 
     def test_cast_lost(self):
         # The cast never reaches nova-compute (RabbitMQ lost its queue):
