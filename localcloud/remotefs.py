@@ -13,6 +13,11 @@ this host's ``instances_path`` is the same path under the other host's
 (real hosts all have one ``instances_path``, each on its own disk); any
 other path is the same on both.
 
+The other way round, when a host asks this one whether it sees a file
+it made in its own instance directory (Nova's check of shared instance
+storage at a resize's revert and an evacuation), this host looks for the
+same path under its own instances path.
+
 Set up :func:`fixtures_for` in the host's process before nova-compute starts.
 """
 
@@ -64,6 +69,19 @@ class Peers:
         if relative == os.pardir or relative.startswith(os.pardir + os.sep):
             return path
         return os.path.join(self.paths[host], relative)
+
+    def here(self, path):
+        """``path`` (as another host names it) on this host: a path under
+        another host's instances path is the same path under this
+        host's."""
+        for host, theirs in self.paths.items():
+            relative = os.path.relpath(os.path.abspath(path), theirs)
+            if host != self.host and not (
+                    relative == os.pardir or
+                    relative.startswith(os.pardir + os.sep)):
+                return os.path.normpath(os.path.join(
+                    self.paths[self.host], relative))
+        return path
 
     def remote(self, spec):
         """A ``copy_file`` argument: ``ADDRESS:PATH`` on the other host,
@@ -128,6 +146,17 @@ def driver_class(peers):
 
 def fixtures_for(peers):
     """Nova's SSH transport (its default ``remote_filesystem_transport``,
-    which the cloud keeps) replaced by :func:`driver_class`."""
-    return [fixtures.MonkeyPatch(
-        'nova.virt.libvirt.volume.remotefs.SshDriver', driver_class(peers))]
+    which the cloud keeps) replaced by :func:`driver_class`; and the
+    check by which another host asks this one whether it sees the file it
+    made in its instance directory (``_is_instance_storage_shared``: a
+    resize's revert, an evacuation) looks on this host's disk: on one
+    machine every host sees the other's absolute path."""
+
+    def shared_storage_remote(driver, context, data):
+        return os.path.exists(peers.here(data['filename']))
+    return [
+        fixtures.MonkeyPatch('nova.virt.libvirt.volume.remotefs.SshDriver',
+                             driver_class(peers)),
+        fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'check_instance_shared_storage_remote', shared_storage_remote)]

@@ -9,7 +9,8 @@ DestinationDiskExists. Here the cloud's admin (project ``admin``) moves
 the owner's server with a live-migratable VF: cold migration there and
 back, then a live migration; after each move the server is ACTIVE on the
 new host with its VF in its domain (the device of its Bound ARQ, on the
-new host), and the old host holds no directory of it.
+new host), and the old host holds no directory of it. A cold migration
+reverted leaves no directory on the destination.
 """
 
 import os
@@ -103,6 +104,21 @@ class SeparateHostsTest(base.CloudTestCase):
         self.assertEqual('completed', migration['status'], migration)
         return self.wait_for_status(server_id, 'ACTIVE'), migration
 
+    def assert_devices(self, server_id, host):
+        """The server's one ARQ is Bound on ``host``, to a device there,
+        and its guest holds that device; returns the ARQ."""
+        arqs = base.wait_until(
+            lambda: [a for a in self.all_arqs(server_id)
+                     if a['state'] == 'Bound' and a['hostname'] == host],
+            'server %s\'s ARQ Bound on %s' % (server_id, host))
+        # No other ARQ (the other host's is deleted).
+        self.assertEqual(arqs, self.all_arqs(server_id))
+        self.assertEqual(1, len(arqs), arqs)
+        self.assertIn(arqs[0]['device_rp_uuid'],
+                      self.device_providers(host))
+        self.assertEqual({self.handle(arqs[0])}, self.hostdevs(server_id))
+        return arqs[0]
+
     def assert_moved(self, server, source, migration):
         """ACTIVE and running on the other host with its VF; nothing of
         it left on the source. Returns the new host."""
@@ -116,16 +132,7 @@ class SeparateHostsTest(base.CloudTestCase):
         self.assertEqual('running', self.diagnostics(server_id)['state'])
         self.assertEqual('ACTIVE', self.server(server_id, self.owner)[
             'status'])
-        arqs = base.wait_until(
-            lambda: [a for a in self.all_arqs(server_id)
-                     if a['state'] == 'Bound' and a['hostname'] == host],
-            'server %s\'s ARQ Bound on %s' % (server_id, host))
-        # The source's ARQ is deleted.
-        self.assertEqual(arqs, self.all_arqs(server_id))
-        self.assertEqual(1, len(arqs), arqs)
-        self.assertIn(arqs[0]['device_rp_uuid'],
-                      self.device_providers(host))
-        self.assertEqual({self.handle(arqs[0])}, self.hostdevs(server_id))
+        self.assert_devices(server_id, host)
         # The source's disk holds nothing of the server: no directory, no
         # "_resize" copy; the destination has its directory.
         base.wait_until(lambda: source not in self.instance_dirs(server_id),
@@ -155,3 +162,33 @@ class SeparateHostsTest(base.CloudTestCase):
         self.assertEqual({}, self.instance_dirs(server_id))
         self.assertEqual([], self.all_arqs(server_id))
         self.assertEqual({}, self.allocations(server_id))
+
+    def test_reverted_cold_migration_leaves_nothing_on_the_destination(self):
+        server = self.boot(self.migratable_flavor())
+        server_id = server['id']
+        source = server['OS-EXT-SRV-ATTR:host']
+        arq = self.assert_devices(server_id, source)
+
+        self.action(self.admin, server_id, {'migrate': None})
+        server = self.wait_for_status(server_id, 'VERIFY_RESIZE')
+        dest = server['OS-EXT-SRV-ATTR:host']
+        self.assertNotEqual(source, dest)
+        # The source keeps the server's files aside until the end.
+        self.assertEqual({source: [server_id + '_resize'],
+                          dest: [server_id]}, self.instance_dirs(server_id))
+        self.action(self.admin, server_id, {'revertResize': None})
+        server = self.wait_for_status(server_id, 'ACTIVE')
+
+        self.assertEqual(source, server['OS-EXT-SRV-ATTR:host'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertEqual('running', self.diagnostics(server_id)['state'])
+        self.assertEqual(self.handle(arq), self.handle(
+            self.assert_devices(server_id, source)))
+        # The destination holds no directory of it (Nova asked the source
+        # whether it saw the destination's file: it did not).
+        base.wait_until(lambda: dest not in self.instance_dirs(server_id),
+                        'server %s\'s directory gone from %s' % (
+                            server_id, dest))
+        self.assertEqual({source: [server_id]}, self.instance_dirs(server_id))
+        self.delete(server_id)
+        self.assertEqual({}, self.instance_dirs(server_id))

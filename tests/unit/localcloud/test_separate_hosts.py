@@ -103,6 +103,24 @@ class LoopbackSshTest(testtools.TestCase):
         self.fs.remove_dir(self.dest, self._mine('uuid'))
         self.assertFalse(os.path.exists(self._theirs('uuid')))
 
+    def test_other_hosts_file_is_not_seen_here(self):
+        # ComputeManager._is_instance_storage_shared at a revert: the
+        # destination made a file in its instance directory and asks the
+        # source whether it sees it.
+        os.makedirs(self._theirs('uuid'))
+        made = self._theirs('uuid', 'tmpfile')
+        open(made, 'w').close()
+        data = {'filename': made}
+        check = libvirt_driver.LibvirtDriver.\
+            check_instance_shared_storage_remote
+        self.assertFalse(check(None, None, data))
+        os.makedirs(self._mine('uuid'))
+        open(self._mine('uuid', 'tmpfile'), 'w').close()
+        self.assertTrue(check(None, None, data))
+        self.assertEqual(self._mine('uuid', 'tmpfile'),
+                         self.peers.here(made))
+        self.assertEqual('/var/lib/other', self.peers.here('/var/lib/other'))
+
     def test_unknown_host_fails_as_ssh(self):
         self.assertRaises(processutils.ProcessExecutionError,
                           self.fs.create_dir, '192.0.2.1', self._mine('x'))
