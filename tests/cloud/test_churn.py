@@ -329,6 +329,9 @@ class ChurnTest(churn_cloud.ChurnCloudTest):
         self.start_host(host)
         if response.status_code not in (200, 202):
             self.assertIn(response.status_code, (400, 409), response.text)
+            self.assertEqual(before, self.snapshot(server.id),
+                             self.log.failure(['a refused evacuation '
+                                               'changed the server']))
             return 'refused'
         outcome = self.judge(server, 'evacuate', before, view, before[0],
                              request_id)
