@@ -14,6 +14,16 @@ card is a PF (the Device, its control path) with the regions whose
 A region's ``compat_id`` gives the region trait and its ``afu_id`` the
 function currently loaded, reported with the very trait cyborg-conductor
 adds after programming (see :func:`function_trait`).
+
+Intel DFL cards (:mod:`sidecar.sources.dfl`: PAC A10, D5005, N3000,
+N6000) are read as the kernel registers them: one device per card (its
+PF), one deployable per port, named by and attached as the PCI function
+the port is under (the PF, or after ``DFL_FPGA_FME_PORT_RELEASE`` and
+SR-IOV the VF serving it); the function is the port's ``afu_id``, the
+region trait the ``compat_id`` of the port's PR region under the FME.
+Their health (:mod:`sidecar.drivers.dfl_health`) reads the FME's and the
+ports' ``errors/*``; the DFL manager's ``state`` (always ``unknown``) is
+no fault.
 """
 
 import dataclasses
@@ -28,7 +38,9 @@ from sidecar import exception
 from sidecar import model
 from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
+from sidecar.drivers import dfl_health
 from sidecar.sources import base as sources
+from sidecar.sources import dfl
 from sidecar.sources import sysfs
 
 LOG = logging.getLogger(__name__)
@@ -78,6 +90,7 @@ class FpgaDriver(base.DiscoveryDriver):
         self.sysfs_root = conf.sidecar.sysfs_root
         self.problems = sources.ProblemLog(LOG)
         self._pf_of = {}  # every claimed address: its PF's address
+        self._dfl_ports = {}  # a DFL deployable's name: its DflPort
 
     def _discover(self):
         functions = self.source.functions()
@@ -119,8 +132,61 @@ class FpgaDriver(base.DiscoveryDriver):
                 devices.append(device)
                 for function in device.functions():
                     pf_of[function] = address
+            dfl_ports = {}
+            for address, card in sorted(dfl.cards(self.sysfs_root).items()):
+                try:
+                    device = self._dfl_device(by_address, card, dfl_ports)
+                except sources.MalformedDevice as exc:
+                    self.problems.warning('Skipping FPGA %s (DFL %s): %s',
+                                          address, card.fme_name, exc)
+                    continue
+                if device is None:
+                    continue
+                devices.append(device)
+                for function in device.functions():
+                    pf_of[function] = address
         self._pf_of = pf_of
+        self._dfl_ports = dfl_ports
         return devices
+
+    def _dfl_device(self, by_address, card, dfl_ports):
+        """The Device of a DFL card: a deployable per port."""
+        pf = by_address.get(card.address)
+        if pf is None:
+            if not os.path.lexists(os.path.join(
+                    self.sysfs_root, 'bus', 'pci', 'devices', card.address)):
+                raise sources.MalformedDevice('no such PCI function')
+            LOG.debug('FPGA %s: PCI function left out', card.address)
+            return None
+        if not card.ports:
+            raise sources.MalformedDevice(
+                'no port: released (DFL_FPGA_FME_PORT_RELEASE) and no VF '
+                'serves it; enable SR-IOV (sriov_numvfs) or assign the '
+                'port back')
+        deployables, names = [], {}
+        for port in card.ports:
+            function = by_address.get(port.address)
+            if function is None:
+                raise sources.MalformedDevice(
+                    'the PCI function %s of %s is left out'
+                    % (port.address, port.name))
+            region = card.pr_region(port)
+            deployables.append(self._deployable(
+                pf, port.address, [function],
+                compat_path=region and os.path.join(region, 'compat_id'),
+                afu_path=os.path.join(port.path, 'afu_id')))
+            names[port.address] = port
+        if len(names) != len(card.ports):
+            raise sources.MalformedDevice(
+                'several ports on one PCI function (%s)'
+                % ', '.join(p.name for p in card.ports))
+        dfl_ports.update(names)
+        return model.Device(
+            type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
+            address=card.address, deployables=tuple(deployables),
+            std_board_info=(('class', pf.class_id),
+                            ('product_id', pf.product_id)),
+            driver_name=vendor_name(pf.vendor_id))
 
     def _device(self, pf, address, regions, vfs):
         if pf is None:
@@ -135,11 +201,11 @@ class FpgaDriver(base.DiscoveryDriver):
                 % ', '.join(r.name for r in regions))
         vfs = {f.address: f for f in vfs}
         if on_pf:
-            deployables = (self._deployable(pf, address, regions[0],
-                                            list(vfs.values()) or [pf]),)
+            deployables = (self._region_deployable(
+                pf, address, regions[0], list(vfs.values()) or [pf]),)
         else:
             deployables = tuple(
-                self._deployable(pf, r.address, r, [vfs[r.address]])
+                self._region_deployable(pf, r.address, r, [vfs[r.address]])
                 for r in sorted(regions, key=lambda r: r.address))
         return model.Device(
             type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
@@ -148,16 +214,21 @@ class FpgaDriver(base.DiscoveryDriver):
                             ('product_id', pf.product_id)),
             driver_name=vendor_name(pf.vendor_id))
 
-    def _deployable(self, pf, name, region, handles):
+    def _region_deployable(self, pf, name, region, handles):
+        return self._deployable(pf, name, handles,
+                                compat_path=region.path + '/compat_id',
+                                afu_path=region.path + '/afu_id')
+
+    def _deployable(self, pf, name, handles, compat_path, afu_path):
         vendor = vendor_name(pf.vendor_id)
         traits = {os_traits.OWNER_CYBORG, 'CUSTOM_FPGA_' + vendor.upper()}
-        compat = sources.read_file(region.path + '/compat_id')
+        compat = compat_path and sources.read_file(compat_path)
         if compat:
             compat = parse_id(compat, 'compat_id')
         if compat:
             traits.add('_'.join(('CUSTOM_FPGA_REGION', vendor.upper(),
                                  compat.upper())))
-        function_id = self._read_afu_id(region)
+        function_id = _read_id(afu_path)
         if function_id:
             traits.add(function_trait(vendor, function_id))
         return model.Deployable(
@@ -175,6 +246,8 @@ class FpgaDriver(base.DiscoveryDriver):
         observation = super().health(device)
         if observation.gone:
             return observation
+        if any(dep.name in self._dfl_ports for dep in device.deployables):
+            return dfl_health.observe(self.sysfs_root, device, observation)
         functions = device.functions()
         regions = [r for r in sysfs.fpga_regions(self.sysfs_root)
                    if r.address in functions]
@@ -191,8 +264,7 @@ class FpgaDriver(base.DiscoveryDriver):
 
     @staticmethod
     def _read_afu_id(region):
-        value = sources.read_file(region.path + '/afu_id')
-        return parse_id(value, 'afu_id') if value else None
+        return _read_id(region.path + '/afu_id')
 
     def region(self, address):
         """The :class:`sysfs.FpgaRegion` (region and manager paths) of the
@@ -216,9 +288,20 @@ class FpgaDriver(base.DiscoveryDriver):
         """The function id (32 lower-case hex digits) loaded in the FPGA
         ``address``, read now, or None when none is (or it is unreadable).
         """
-        region = self.region(address)
+        port = self._dfl_ports.get(address)
+        if port is not None:
+            what, path = port.name, os.path.join(port.path, 'afu_id')
+        else:
+            region = self.region(address)
+            what, path = region.name, region.path + '/afu_id'
         try:
-            return self._read_afu_id(region)
+            return _read_id(path)
         except sources.MalformedDevice as exc:
-            LOG.warning('FPGA %s (%s): %s', address, region.name, exc)
+            LOG.warning('FPGA %s (%s): %s', address, what, exc)
             return None
+
+
+def _read_id(path):
+    """The ``afu_id`` at ``path`` (:func:`parse_id`), None if absent."""
+    value = sources.read_file(path)
+    return parse_id(value, 'afu_id') if value else None

@@ -13,6 +13,7 @@ from oslo_log import log as logging
 
 from sidecar import model
 from sidecar.sources import base
+from sidecar.sources import dfl
 
 LOG = logging.getLogger(__name__)
 
@@ -173,7 +174,8 @@ def _class_entries(sysfs_root, class_name):
 
 
 def fpga_regions(sysfs_root):
-    """All ``class/fpga_region`` entries, in natural order of their names.
+    """All ``class/fpga_region`` entries, in natural order of their names,
+    but those of DFL cards (:func:`sidecar.sources.dfl.cards`).
 
     Each region is paired with the first (natural order) FPGA manager whose
     ``device`` leads to the same PCI function.
@@ -181,10 +183,12 @@ def fpga_regions(sysfs_root):
     managers = {}
     for _name, path in _class_entries(sysfs_root, 'fpga_manager'):
         address = pci_address_of(path)
-        if address is not None:
+        if address is not None and not dfl.is_dfl_manager(path):
             managers.setdefault(address, path)
     regions = []
     for name, path in _class_entries(sysfs_root, 'fpga_region'):
+        if dfl.is_dfl(path):
+            continue  # a DFL card's: sidecar.sources.dfl reads them
         address = pci_address_of(path)
         regions.append(FpgaRegion(name=name, path=path, address=address,
                                   manager=managers.get(address)))

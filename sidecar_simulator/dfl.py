@@ -1,0 +1,324 @@
+"""Intel DFL FPGA cards (PAC A10, D5005, N3000, N6000) as the kernel shows
+them, written from the kernel's ABI documents and drivers, not from what
+the sidecar reads.
+
+A card is data (:data:`PROFILES`, :class:`DflCard`); :class:`DflHost`
+adds its PCI functions to a :class:`sidecar_simulator.host.SimulatedHost`
+and writes, after the host's own tree, what the DFL drivers register.
+Every path and value below names its source in the kernel tree
+(torvalds/linux); :data:`SOURCES` maps each kind of path to it, and
+:func:`written_paths` lists what a tree holds so a test can check that
+nothing lacks a source. For a card with FME id ``n``, base region ``X``,
+PR region ``Y``, manager ``fpgaM`` and port id ``m`` on PCI function
+``P``::
+
+    P/fpga_region/regionX/                    dfl.c: the base region
+    P/fpga_region/regionX/dfl-fme.n/          dfl.c: FME, child of regionX
+        errors/*, ports_num, bitstream_id ... sysfs-platform-dfl-fme
+        dfl-fme-mgr.n/fpga_manager/fpgaM/     dfl-fme-pr.c, dfl-fme-mgr.c
+        dfl-fme-br.K.auto/fpga_bridge/brK     dfl-fme-pr.c, fpga-bridge.c
+        dfl-fme-region.K/fpga_region/regionY  dfl-fme-pr.c, dfl-fme-region.c
+            compat_id                         sysfs-class-fpga-region
+    P/fpga_region/regionX/dfl-port.m/         dfl.c: port, child of regionX
+        id, afu_id, errors/*                  sysfs-platform-dfl-port
+    /dev/dfl-fme.n, /dev/dfl-port.m           dfl.c (dfl_chrdevs), dfl.rst
+
+With ``sriov`` the port is released (``DFL_FPGA_FME_PORT_RELEASE``,
+include/uapi/linux/fpga-dfl.h): its platform device leaves the PF's
+base region (dfl.c ``dfl_fpga_cdev_release_port``), ``sriov_numvfs``
+equals the released ports (dfl.c ``dfl_fpga_cdev_config_ports_vf``),
+and dfl-pci enumerates each VF's own feature list: a base region under
+the VF with the port in it (dfl-pci.c ``cci_enumerate_feature_devs``,
+Documentation/fpga/dfl.rst "Device Feature List (DFL) Framework
+Overview" / "Add new FIUs support" / virtualization section).
+"""
+
+import dataclasses
+import os
+import re
+from typing import Optional
+
+from sidecar_simulator import host as simulator
+
+NO_AFU = '0' * 32
+
+#: kind of path -> its source in the kernel tree.
+SOURCES = {
+    'pci': 'Documentation/ABI/testing/sysfs-bus-pci; PCI ids: '
+           'drivers/fpga/dfl-pci.c cci_pcie_id_tbl',
+    'base_region': 'drivers/fpga/dfl.c dfl_fpga_feature_devs_enumerate '
+                   '(fpga_region_register(info->dev)); '
+                   'drivers/fpga/fpga-region.c (class fpga_region, '
+                   'region%d); Documentation/fpga/dfl.rst',
+    'fme': 'drivers/fpga/dfl.c build_info_create_dev (parent: the base '
+           'region); Documentation/ABI/testing/sysfs-platform-dfl-fme',
+    'fme_errors': 'Documentation/ABI/testing/sysfs-platform-dfl-fme '
+                  '(errors/*); drivers/fpga/dfl-fme-error.c',
+    'manager': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_mgr '
+               '(dfl-fme-mgr.<fme id>, child of the FME); '
+               'drivers/fpga/dfl-fme-mgr.c (name "DFL FME FPGA Manager", '
+               'state FPGA_MGR_STATE_UNKNOWN); '
+               'Documentation/ABI/testing/sysfs-class-fpga-manager',
+    'bridge': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_bridge '
+              '(PLATFORM_DEVID_AUTO); drivers/fpga/fpga-bridge.c; '
+              'Documentation/ABI/testing/sysfs-class-fpga-bridge',
+    'pr_region': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_region '
+                 '(dfl-fme-region.<bridge id>); drivers/fpga/'
+                 'dfl-fme-region.c (compat_id: the manager\'s); '
+                 'Documentation/ABI/testing/sysfs-class-fpga-region',
+    'port': 'drivers/fpga/dfl.c build_info_create_dev; '
+            'Documentation/ABI/testing/sysfs-platform-dfl-port; '
+            'drivers/fpga/dfl-afu-main.c (afu_id "%016llx%016llx")',
+    'port_errors': 'Documentation/ABI/testing/sysfs-platform-dfl-port '
+                   '(errors/*); drivers/fpga/dfl-afu-error.c',
+    'platform_link': 'Documentation/ABI/testing/sysfs-platform-dfl-fme '
+                     'and sysfs-platform-dfl-port (/sys/bus/platform/'
+                     'devices/dfl-*)',
+    'class_link': 'Documentation/ABI/testing/sysfs-class-fpga-region, '
+                  'sysfs-class-fpga-manager, sysfs-class-fpga-bridge',
+    'dev_node': 'drivers/fpga/dfl.c dfl_chrdevs ("dfl-fme", "dfl-port"); '
+                'Documentation/fpga/dfl.rst ("/dev/dfl-fme.n", '
+                '"/dev/dfl-port.m")',
+}
+
+#: Card family -> PF and VF product ids (vendor 8086), from
+#: drivers/fpga/dfl-pci.c. The N3000's VF (0b31) is not in dfl-pci's id
+#: table, so no DFL is enumerated on it: no SR-IOV shape for it here.
+PROFILES = {
+    'pac-a10': {'product_id': '09c4', 'vf_product_id': '09c5'},
+    'd5005': {'product_id': '0b2b', 'vf_product_id': '0b2c'},
+    'n3000': {'product_id': '0b30', 'vf_product_id': None},
+    'n6000': {'product_id': 'bcce', 'vf_product_id': 'bccf'},
+}
+#: PCI class 0x12 "processing accelerator" (PCI Code and ID Assignment
+#: Specification; include/linux/pci_ids.h PCI_BASE_CLASS_ACCELERATOR).
+ACCELERATOR_CLASS = '120000'
+FME_ERRORS = ('pcie0_errors', 'pcie1_errors', 'nonfatal_errors',
+              'catfatal_errors', 'inject_errors', 'fme_errors',
+              'first_error', 'next_error')
+PORT_ERRORS = ('errors', 'first_error', 'first_malformed_req')
+
+
+@dataclasses.dataclass
+class DflCard:
+    """One DFL card with one port (all listed families ship one)."""
+    profile: str
+    pf: str
+    compat_id: str
+    afu_id: Optional[str] = None
+    sriov: bool = False
+    vf: Optional[str] = None
+    fme_id: int = 0
+    port_id: int = 0
+    base_region: int = 0
+    pr_region: int = 0
+    vf_region: Optional[int] = None
+    manager: int = 0
+    bridge: int = 0
+    errors: dict = dataclasses.field(default_factory=dict)  # relpath: val
+
+    def port_parent(self):
+        """``(function, base region)`` the port is under now."""
+        if self.sriov:
+            return self.vf, self.vf_region
+        return self.pf, self.base_region
+
+
+class DflHost:
+    """DFL cards on a :class:`SimulatedHost`; ``dev_dir`` stands in for
+    ``/dev`` (regular files, not device nodes)."""
+
+    def __init__(self, host=None):
+        """``host``: one with its other devices added (the FPGA regions and
+        managers it has take the first numbers, as they share the
+        kernel's idas)."""
+        self.host = host or simulator.SimulatedHost()
+        self.cards = []
+        taken = self.host._regions
+        self._ids = {'fme': 0, 'port': 0, 'region': taken,
+                     'manager': taken, 'bridge': 0}
+        self.root = self.dev_dir = None
+
+    def _next(self, kind):
+        value = self._ids[kind]
+        self._ids[kind] += 1
+        return value
+
+    def add_card(self, profile, compat_id=simulator.DEFAULT_COMPAT_ID,
+                 afu_id=None, sriov=False, address=None, numa_node=None):
+        ids = PROFILES[profile]
+        if sriov and not ids['vf_product_id']:
+            raise ValueError('%s: no VF is enumerated by dfl-pci' % profile)
+        pf = self.host.add_pf('8086', ids['product_id'], ACCELERATOR_CLASS,
+                              address, 1 if sriov else 0,
+                              ids['vf_product_id'], numa_node)
+        # Probe order: the PF's base region (dfl.c), then the FME's manager,
+        # bridge and PR region (dfl-fme-pr.c pr_mgmt_init), then the port;
+        # the VF is enumerated when SR-IOV is enabled, after the release.
+        card = DflCard(profile=profile, pf=pf.address, compat_id=compat_id,
+                       afu_id=afu_id, sriov=sriov,
+                       base_region=self._next('region'),
+                       fme_id=self._next('fme'), manager=self._next('manager'),
+                       bridge=self._next('bridge'))
+        card.pr_region = self._next('region')
+        card.port_id = self._next('port')
+        if sriov:
+            # The released port's platform device keeps its id (dfl.c
+            # dfl_id_alloc): the VF's port is the next one.
+            card.port_id = self._next('port')
+            card.vf = pf.virtfns[0]
+            card.vf_region = self._next('region')
+        self.cards.append(card)
+        return card
+
+    # -- writing ----------------------------------------------------------
+
+    def _pci(self, address, *parts):
+        return self.host._dir(address, *parts)
+
+    def write(self, root, dev_dir=None):
+        """Write the host's tree, then each card's DFL devices."""
+        self.root, self.dev_dir = root, dev_dir
+        self.host.write(root)
+        for card in self.cards:
+            self._write_card(card)
+        return root
+
+    def fme_dir(self, card):
+        return self._pci(card.pf, 'fpga_region', 'region%d'
+                         % card.base_region, 'dfl-fme.%d' % card.fme_id)
+
+    def port_dir(self, card):
+        function, region = card.port_parent()
+        return self._pci(function, 'fpga_region', 'region%d' % region,
+                         'dfl-port.%d' % card.port_id)
+
+    def _class_device(self, parent, kind, name, files):
+        """``parent/<kind>/<name>`` with ``device`` -> parent and the
+        ``class/<kind>/<name>`` link (drivers/base/core.c)."""
+        path = os.path.join(parent, kind, name)
+        simulator._write_files(path, files)
+        simulator._link('../..', os.path.join(path, 'device'))
+        simulator._symlink(path, os.path.join(self.root, 'class', kind,
+                                              name))
+        return path
+
+    def _platform(self, path):
+        simulator._symlink(path, os.path.join(
+            self.root, 'bus', 'platform', 'devices', os.path.basename(path)))
+
+    def _write_card(self, card):
+        pf_dir = self._pci(card.pf)
+        # SOURCES['base_region']: fpga_region_register(info->dev), no
+        # compat_id (fpga-region.c compat_id_show gives -ENOENT: absent).
+        base = self._class_device(pf_dir, 'fpga_region',
+                                  'region%d' % card.base_region, {})
+        # SOURCES['fme']
+        fme = os.path.join(base, 'dfl-fme.%d' % card.fme_id)
+        simulator._write_files(fme, {
+            'ports_num': 1, 'bitstream_id': '0x0', 'bitstream_metadata':
+            '0x0', 'cache_size': 0, 'fabric_version': 0, 'socket_id': 0})
+        self._platform(fme)
+        # SOURCES['fme_errors']: "0x%llx"
+        simulator._write_files(os.path.join(fme, 'errors'), {
+            name: card.errors.get('fme/' + name, '0x0')
+            for name in FME_ERRORS})
+        # SOURCES['manager']
+        mgr_dev = os.path.join(fme, 'dfl-fme-mgr.%d' % card.fme_id)
+        self._platform(mgr_dev)
+        self._class_device(mgr_dev, 'fpga_manager', 'fpga%d' % card.manager,
+                           {'name': 'DFL FME FPGA Manager',
+                            'state': 'unknown', 'status': ''})
+        # SOURCES['bridge']
+        br_dev = os.path.join(fme, 'dfl-fme-br.%d.auto' % card.bridge)
+        self._platform(br_dev)
+        self._class_device(br_dev, 'fpga_bridge', 'br%d' % card.bridge,
+                           {'name': 'DFL FPGA FME Bridge',
+                            'state': 'enabled'})
+        # SOURCES['pr_region']: "%016llx%016llx" of the manager's compat id
+        region_dev = os.path.join(fme, 'dfl-fme-region.%d' % card.bridge)
+        self._platform(region_dev)
+        self._class_device(region_dev, 'fpga_region',
+                           'region%d' % card.pr_region,
+                           {'compat_id': card.compat_id})
+        if card.sriov:
+            # SOURCES['pci'] / ['base_region']: the VF's own base region.
+            self._class_device(self._pci(card.vf), 'fpga_region',
+                               'region%d' % card.vf_region, {})
+        self._write_port(card)
+        if self.dev_dir:
+            # SOURCES['dev_node']
+            for name in ('dfl-fme.%d' % card.fme_id,
+                         'dfl-port.%d' % card.port_id):
+                simulator._write_files(self.dev_dir, {name: ''})
+
+    def _write_port(self, card):
+        port = self.port_dir(card)
+        # SOURCES['port']
+        # ``id`` is the port's number on its card (dfl-afu-main.c id_show,
+        # PORT_CAP_PORT_NUM), not the platform device's id.
+        simulator._write_files(port, {
+            'id': 0, 'afu_id': card.afu_id or NO_AFU,
+            'power_state': 0, 'ltr': 0})
+        self._platform(port)
+        # SOURCES['port_errors']
+        simulator._write_files(os.path.join(port, 'errors'), {
+            name: card.errors.get('port/' + name, '0x0')
+            for name in PORT_ERRORS})
+
+    # -- mutating ---------------------------------------------------------
+
+    def set_afu_id(self, card, afu_id):
+        """What a partial reconfiguration leaves: the port's new afu_id."""
+        card.afu_id = afu_id
+        if self.root is not None:
+            simulator._write(os.path.join(self.port_dir(card), 'afu_id'),
+                             (afu_id or NO_AFU) + '\n')
+
+    def set_error(self, card, relpath, value):
+        """``relpath`` ``fme/<file>`` or ``port/<file>`` (errors/*)."""
+        card.errors[relpath] = value
+        if self.root is not None:
+            kind, name = relpath.split('/')
+            base = self.fme_dir(card) if kind == 'fme' else \
+                self.port_dir(card)
+            simulator._write(os.path.join(base, 'errors', name),
+                             value + '\n')
+
+
+#: (pattern of a path relative to the sysfs root, SOURCES key); first match.
+_RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
+    (r'/dfl-fme\.\d+/errors(/|$)', 'fme_errors'),
+    (r'/dfl-port\.\d+/errors(/|$)', 'port_errors'),
+    (r'/dfl-fme-mgr\.\d+(/|$)', 'manager'),
+    (r'/dfl-fme-br\.\d+\.auto(/|$)', 'bridge'),
+    (r'/dfl-fme-region\.\d+(/|$)', 'pr_region'),
+    (r'/dfl-fme\.\d+(/|$)', 'fme'),
+    (r'/dfl-port\.\d+(/|$)', 'port'),
+    (r'^bus/platform/devices/dfl-', 'platform_link'),
+    (r'^class/fpga_(region|manager|bridge)(/(region|fpga|br)\d+)?$',
+     'class_link'),
+    (r'^devices/pci[0-9a-f]{4}:00/[0-9a-f:.]+/fpga_region'
+     r'(/region\d+(/device)?)?$', 'base_region'),
+    (r'^(devices(/pci[0-9a-f]{4}:00(/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}'
+     r'\.[0-7](/(vendor|device|class|numa_node|sriov_totalvfs|'
+     r'sriov_numvfs|physfn|virtfn\d+))?)?)?|bus(/pci(/devices(/[^/]+)?)?)?|'
+     r'bus/platform(/devices)?|class)$', 'pci'),
+))
+
+
+def source_of(relpath):
+    """The :data:`SOURCES` key of a path this module writes, or None."""
+    for pattern, kind in _RULES:
+        if pattern.search(relpath):
+            return kind
+    return None
+
+
+def written_paths(root):
+    """Every file, directory and link under ``root``, relative to it."""
+    result = []
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            result.append(os.path.relpath(os.path.join(top, name), root))
+    return sorted(result)
