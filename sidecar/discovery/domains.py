@@ -46,12 +46,15 @@ def devices_in_xml(xml):
 @dataclasses.dataclass(frozen=True, order=True)
 class Guest:
     """A libvirt domain: Nova names it ``instance-XXXXXXXX`` and gives it
-    its server's UUID."""
+    its server's UUID. ``active``: running (or paused), False when only
+    defined, None when not known; not part of its identity."""
     name: str
     uuid: str
+    active: bool = dataclasses.field(default=None, compare=False)
 
     def __str__(self):
-        return '%s (server %s)' % (self.name, self.uuid)
+        state = {True: ', running', False: ', shut off'}.get(self.active, '')
+        return '%s (server %s%s)' % (self.name, self.uuid, state)
 
 
 class DomainInspector:
@@ -72,7 +75,8 @@ class DomainInspector:
         conn = self._connect()
         for domain in conn.listAllDomains(ALL_DOMAINS):
             pci, mdevs = devices_in_xml(domain.XMLDesc(0))
-            guest = Guest(domain.name(), domain.UUIDString().lower())
+            guest = Guest(domain.name(), domain.UUIDString().lower(),
+                          bool(domain.isActive()))
             for device in pci | mdevs:
                 users.setdefault(device, set()).add(guest)
         return {device: tuple(sorted(guests))

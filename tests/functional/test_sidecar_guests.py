@@ -79,8 +79,8 @@ class GuestWatchTest(test_sidecar.SidecarTestBase):
                          'with an ARQ bound to it: %s' % server['id']):
             self.assertIn(fragment, shared)
         no_arq, = [e for e in self.errors() if 'holds no ARQ' in e]
-        self.assertIn('instance-stale (server %s)' % STALE, no_arq)
-        self.assertNotIn(server['id'] + ')', no_arq)
+        self.assertIn('instance-stale (server %s, shut off)' % STALE, no_arq)
+        self.assertNotIn('(server %s' % server['id'], no_arq)
         conflicts = self.listed()['conflicts']
         self.assertEqual(2, len(conflicts))
         self.assertTrue(all(vf in c for c in conflicts))

@@ -90,7 +90,8 @@ class VanishedVfTest(test_sidecar_health.HealthTestBase):
         self.assertEqual('unhealthy', row['health'])
         self.assertIn('device gone', row['held']['unhealthy'])
         # The server whose domain holds the vanished VF is named.
-        self.assertIn('(server %s)' % server['id'], row['in_use_by'][0])
+        self.assertIn('(server %s, running)' % server['id'],
+                      row['in_use_by'][0])
         self.assertEqual({self.name: {'total': NUM_VFS,
                                       'reserved': NUM_VFS}},
                          row['reservation'])

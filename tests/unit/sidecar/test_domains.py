@@ -22,6 +22,9 @@ class FakeDomain:
     def name(self):
         return self._name
 
+    def isActive(self):
+        return 1
+
     def UUIDString(self):
         return 'C0FFEE00-0000-4000-8000-00000000000' + self._name[-1]
 

@@ -137,7 +137,8 @@ class GuestWatchTest(testtools.TestCase):
                           ('shared', VF1, PF, [P, Q])], self.check())
         (shared,) = [e for e in self.errors() if 'definitions of 2' in e]
         for fragment in (VF1, 'device %s' % PF, 'instance-0000000a (server '
-                         '%s)' % P, 'instance-0000000b (server %s)' % Q,
+                         '%s, shut off)' % P,
+                         'instance-0000000b (server %s, running)' % Q,
                          'with an ARQ bound to it: %s' % Q):
             self.assertIn(fragment, shared)
         counters = self.counters()
@@ -168,8 +169,9 @@ class GuestWatchTest(testtools.TestCase):
         self.assertEqual([('no_arq', VF1, PF, [P])], self.check())
         self.assertEqual([P, guests.alias(P)] * 2, self.reads)
         self.assertIn('ERROR One device, one guest: %s (device %s) is in '
-                      'the definition of instance-0000000a (server %s), '
-                      'whose server holds no ARQ for it' % (VF1, PF, P),
+                      'the definition of instance-0000000a (server %s, '
+                      'running), whose server holds no ARQ for it' % (
+                          VF1, PF, P),
                       self.log.output)
         for arqs in ([pci_arq(P, VF2)],                  # another VF
                      [pci_arq(P, VF1, host='compute2')],  # another host
@@ -207,5 +209,7 @@ class GuestWatchTest(testtools.TestCase):
         self.assertEqual([domains.Guest('instance-0000000a', P),
                           domains.Guest('instance-0000000b', Q)],
                          list(users[VF1]))
-        self.assertEqual('instance-0000000a (server %s)' % P,
+        self.assertEqual('instance-0000000a (server %s, shut off)' % P,
                          str(users[VF1][0]))
+        self.assertEqual('instance-0000000b (server %s, running)' % Q,
+                         str(users[VF1][1]))
