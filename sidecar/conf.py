@@ -187,9 +187,18 @@ FPGA_OPTS = [
                          'manager\'s ``firmware`` file under '
                          '``<sysfs_root>/class/fpga_manager``.'),
                         ('command',
-                         'A vendor command, ``program_command``.')],
+                         'A vendor command, ``program_command``.'),
+                        ('dfl',
+                         'An Intel DFL card (PAC A10, D5005, N3000, '
+                         'N6000): the ``DFL_FPGA_FME_PORT_PR`` ioctl on '
+                         '``<dfl_dev_dir>/dfl-fme.N`` with a raw partial '
+                         'bitstream for the port of the deployable.')],
                help='How a bitstream is written to an FPGA. Runs through '
                     'oslo.privsep.'),
+    cfg.StrOpt('dfl_dev_dir',
+               default='/dev',
+               help='Where the DFL character devices (``dfl-fme.N``) are, '
+                    'for ``programmer = dfl``.'),
     cfg.DictOpt('driver_programmers',
                 default={},
                 help='The programmer of each FPGA driver, for a host with '

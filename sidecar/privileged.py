@@ -10,6 +10,8 @@ errors (the message is the only argument), ``OSError``,
 ``processutils.ProcessExecutionError`` and ``subprocess.TimeoutExpired``.
 """
 
+import ctypes
+import fcntl
 import os
 import re
 import signal
@@ -23,6 +25,7 @@ from oslo_log import log as logging
 from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
+from sidecar import dfl_abi
 from sidecar import exception
 
 LOG = logging.getLogger(__name__)
@@ -47,6 +50,8 @@ _UUID_RE = re.compile(
     r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 _FIRMWARE_NAME_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
 _COPY_CHUNK = 1024 * 1024
+_DFL_FME_RE = re.compile(r'dfl-fme\.[0-9]{1,6}')
+MAX_PR_BITSTREAM = 1024 * 1024 * 1024  # buffer_size is a __u32
 
 
 def _invalid(name, reason):
@@ -300,3 +305,38 @@ def remove_mdev(root, mdev_uuid):
                                   reason='no such mdev')
     except OSError as e:
         raise _mdev_error(mdev_uuid, parent, e)
+
+
+@sidecar_pctxt.entrypoint
+def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path):
+    """Partially reconfigure port ``port_id`` of the DFL card whose FME is
+    ``<dev_dir>/<fme_name>`` (``/dev/dfl-fme.N``) with the raw bitstream
+    in ``bitstream_path``: the ``DFL_FPGA_FME_PORT_PR`` ioctl
+    (:mod:`sidecar.dfl_abi`). Raises OSError as the kernel answers (EIO:
+    the hardware reported an error, see the FME manager's ``status``).
+    """
+    dev_dir = _check_abs_dir('DFL device directory', dev_dir)
+    if not isinstance(fme_name, str) or not _DFL_FME_RE.fullmatch(fme_name):
+        raise _invalid('FME', '%r is not dfl-fme.N' % (fme_name,))
+    if isinstance(port_id, bool) or not isinstance(port_id, int) or \
+            not 0 <= port_id < 8:
+        raise _invalid('port id', '%r is not 0 to 7' % (port_id,))
+    _check_text('bitstream', bitstream_path)
+    if not os.path.isabs(bitstream_path):
+        raise _invalid('bitstream', '%r is not absolute' % bitstream_path)
+    with open(bitstream_path, 'rb') as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise _invalid('bitstream', 'not a regular file')
+        data = f.read(MAX_PR_BITSTREAM + 1)
+    if not data or len(data) > MAX_PR_BITSTREAM:
+        raise _invalid('bitstream', 'empty or larger than %d bytes'
+                       % MAX_PR_BITSTREAM)
+    buf = ctypes.create_string_buffer(data, len(data))
+    request = dfl_abi.pack_port_pr(port_id, ctypes.addressof(buf),
+                                   len(data))
+    fd = os.open(os.path.join(dev_dir, fme_name), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(fd, dfl_abi.DFL_FPGA_FME_PORT_PR, request)
+    finally:
+        os.close(fd)
+        del buf

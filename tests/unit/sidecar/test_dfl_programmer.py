@@ -1,0 +1,111 @@
+"""programmer = dfl: the DFL_FPGA_FME_PORT_PR ioctl on the simulated card's
+/dev/dfl-fme.N, answered by a stand-in of the kernel's fme_pr() that reads
+the request as drivers/fpga/dfl-fme-pr.c does and changes the port's
+afu_id; the FPGA driver reads the new function back from the port."""
+
+import ctypes
+import errno
+import os
+from unittest import mock
+
+import fixtures
+
+from sidecar import dfl_abi
+from sidecar import exception
+from sidecar.drivers import fpga
+from sidecar.program import dfl_programmer
+from sidecar.program import programmers
+from sidecar.sources import sysfs
+from sidecar_simulator import dfl
+from tests.unit.sidecar import simhost
+from tests.unit.sidecar import test_privileged
+
+PF = '0000:81:00.0'
+VF = '0000:81:00.1'
+NEW = 'c000c9660d824272b5d6d4a8a9d2c4b1'
+
+
+class DflProgrammerTest(simhost.SimHostTestCase):
+
+    def _card(self, profile, sriov=False):
+        self.useFixture(test_privileged.InProcess())
+        self.dev = os.path.join(self.root, 'dev')
+        self.sys = self.root
+        self.sim = dfl.DflHost()
+        self.card = self.sim.add_card(profile, afu_id=simhost.FUNCTION_ID,
+                                      sriov=sriov, address=PF)
+        self.sim.write(self.sys, self.dev)
+        self.config.config(dfl_dev_dir=self.dev, programmer='dfl',
+                           group='fpga')
+        self.requests = []
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.privileged.fcntl.ioctl', side_effect=self._fme_pr))
+        self.driver = fpga.FpgaDriver(self.conf,
+                                      sysfs.SysfsSource(self.sys))
+        self.driver.discover()
+        self.programmer = dfl_programmer.DflProgrammer(self.conf)
+        self.bitstream = os.path.join(self.root, 'afu.bit')
+
+    def _fme_pr(self, fd, request, arg):
+        """What fme_pr() checks and does; the PR engine of the stand-in
+        loads the AFU id a bitstream ``PR:<afu id>`` names."""
+        device = os.readlink('/proc/self/fd/%d' % fd)
+        self.assertEqual(dfl_abi.DFL_FPGA_FME_PORT_PR, request)
+        fields = dfl_abi.unpack_port_pr(arg)
+        self.requests.append((os.path.basename(device), fields))
+        if fields['argsz'] < dfl_abi.PORT_PR_SIZE or fields['flags']:
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        if fields['port_id'] >= 1:  # ports_num
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        data = ctypes.string_at(fields['buffer_address'],
+                                fields['buffer_size'])
+        if not data.startswith(b'PR:'):
+            raise OSError(errno.EIO, 'Input/output error')
+        self.sim.set_afu_id(self.card, data[3:].decode())
+        return 0
+
+    def _write(self, data):
+        with open(self.bitstream, 'wb') as f:
+            f.write(data)
+
+    def test_program_the_pf_port(self):
+        self._card('d5005')
+        self._write(b'PR:' + NEW.encode())
+        self.programmer.program(PF, self.bitstream)
+        self.assertEqual([('dfl-fme.0', {
+            'argsz': 24, 'flags': 0, 'port_id': 0, 'buffer_size': 35,
+            'buffer_address': mock.ANY})], self.requests)
+        self.assertEqual(NEW, self.driver.loaded_function(PF))
+
+    def test_program_the_port_of_a_vf(self):
+        self._card('n6000', sriov=True)
+        self._write(b'PR:' + NEW.encode())
+        self.programmer.program(VF, self.bitstream)
+        self.assertEqual(['dfl-fme.0'], [r[0] for r in self.requests])
+        self.assertEqual(0, self.requests[0][1]['port_id'])
+        self.assertEqual(NEW, self.driver.loaded_function(VF))
+
+    def test_hardware_error_names_the_manager_status(self):
+        self._card('d5005')
+        self._write(b'garbage')
+        exc = self.assertRaises(exception.ProgrammingFailed,
+                                self.programmer.program, PF, self.bitstream)
+        self.assertIn('dfl-fme.0 refused the partial reconfiguration of '
+                      'port 0: Input/output error (FPGA manager status: '
+                      'empty)', str(exc))
+        self.assertEqual(simhost.FUNCTION_ID,
+                         self.driver.loaded_function(PF))
+
+    def test_not_a_dfl_port(self):
+        self._card('d5005')
+        self._write(b'PR:' + NEW.encode())
+        exc = self.assertRaises(exception.ProgrammingFailed,
+                                self.programmer.program, '0000:82:00.0',
+                                self.bitstream)
+        self.assertIn('no port of a DFL card', str(exc))
+        self.assertEqual([], self.requests)
+
+    def test_loaded_by_name(self):
+        self._card('d5005')
+        self.assertIsInstance(programmers.load_named(self.conf, 'dfl'),
+                              dfl_programmer.DflProgrammer)
