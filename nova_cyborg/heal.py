@@ -36,7 +36,6 @@ from nova_cyborg import request_groups
 
 LOG = logging.getLogger(__name__)
 
-DP_EXTRA_SPEC = 'accel:device_profile'
 BOUND = 'Bound'
 
 
@@ -50,14 +49,23 @@ class _CannotHeal(Exception):
 def accelerator_allocations(context, instance):
     """Return the allocations the instance's Bound ARQs account for.
 
+    Accelerators attached with addAccelerator count as the flavor's do:
+    ``--force`` on a server whose devices all came from addAccelerator
+    rebuilds its allocation from the flavor *and* them, instead of freeing
+    in Placement devices its guest holds.
+
     :returns: ``{rp_uuid: {'resources': {rc: amount}}}``; ``{}`` without
-        asking Cyborg if the instance's flavor names no device profile.
+        asking Cyborg if the instance has no accelerator (no device
+        profile in its flavor, none attached).
     :raises: nova.exception.AllocationUpdateFailed if Cyborg cannot be
         asked, an ARQ is not Bound or its device profile group is unusable.
     """
-    dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
-    if not dp_name:
+    if not bookkeeping.has_accelerators(instance):
         return {}
+    dp_name = ', '.join(
+        ([bookkeeping.flavor_profile(instance.flavor)]
+         if bookkeeping.flavor_profile(instance.flavor) else []) +
+        bookkeeping.attached_profiles(instance))
     try:
         cyclient = nc_client.get_client(context)
         arqs = _bound_arqs(cyclient, bookkeeping.arq_owner(instance),
@@ -101,8 +109,8 @@ def _bound_arqs(cyclient, instance_uuid, dp_name):
     arqs = cyclient.get_arqs_for_instance(instance_uuid)
     if not arqs:
         raise _CannotHeal(_(
-            'Cyborg has no accelerator request for the instance, whose '
-            'flavor asks for device profile %s') % dp_name)
+            'Cyborg has no accelerator request for the instance, which '
+            'has the accelerators of device profile(s) %s') % dp_name)
     for arq in arqs:
         if arq.get('state') != BOUND:
             raise _CannotHeal(exception.AcceleratorRequestNotBound(

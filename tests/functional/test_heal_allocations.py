@@ -136,3 +136,44 @@ class HealAllocationsTest(base.AcceleratorTestBase):
 
         self.assertIn('could not reach Cyborg', self.output.getvalue())
         self.assertEqual(self.booted, self.resources(self.server['id']))
+
+
+class HealAttachedTest(base.AcceleratorTestBase):
+    """A server whose only device came from addAccelerator: ``--force``
+    rebuilds its allocation from the flavor and its Bound ARQ, and does
+    not free in Placement the device its guest holds."""
+
+    def setUp(self):
+        super().setUp()
+        self.start_accel_compute('compute1')
+        self.dp, _flavor = self.create_profile_flavor(PROFILE)
+        self.server = self._create_server(
+            flavor_id=self._create_flavor(name='plain'),
+            image_uuid=base.IMAGE, networks='none', api=self.owner_api)
+        self.owner_api.post_server_action(
+            self.server['id'], {'addAccelerator': {'device_profile': self.dp}})
+        self._wait_for_instance_action_event(
+            self.server, 'addAccelerator', 'compute_add_accelerator',
+            'Success')
+        server = self.admin_api.get_server(self.server['id'])
+        (self.arq,) = self.assert_accelerated(server, 1)
+        self.output = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', self.output))
+
+    def test_force_keeps_the_added_device(self):
+        before = self.allocations(self.server['id'])
+        self.assertEqual({'FPGA': 1},
+                         before[self.arq['device_rp_uuid']]['resources'])
+        # The cloud admin heals, as an operator does.
+        self.assertEqual(0, manage.PlacementCommands().heal_allocations(
+            instance_uuid=self.server['id'], verbose=True, force=True),
+            self.output.getvalue())
+        self.assertIn('Successfully updated allocations',
+                      self.output.getvalue())
+        self.assertEqual(
+            {rp: alloc['resources'] for rp, alloc in before.items()},
+            {rp: alloc['resources'] for rp, alloc in
+             self.allocations(self.server['id']).items()})
+        # The owner's server keeps its device, held in Placement.
+        self.assert_accelerated(self.admin_api.get_server(self.server['id']),
+                                1)
