@@ -33,20 +33,16 @@ DEFAULT_STEPS = 40
 #: that other engineers are fixing (``NOVA_CYBORG_CHURN_EXCLUDE=`` set to
 #: nothing runs them all; a comma-separated list replaces this one).
 KNOWN_DEFECTS = {
-    # Issue 26 "Deliver", first point: attach.py touches the guest only
-    # when it is ACTIVE, so an accelerator added to or removed from a
-    # stopped server leaves its persistent definition without the device
-    # (ARQ Bound) or with it (ARQ gone: a stray <hostdev>, which unrescue
-    # or a restore brings back into the running guest).
-    'attach_stopped': 'issue 26: an attach to a stopped server leaves '
-                      'its definition without the device',
-    'detach_stopped': 'issue 26: a detach from a stopped server leaves a '
-                      'stray <hostdev> in its definition',
+    # Was left out too until e904a05 (issue 26: attach and detach on a
+    # stopped server left its definition without the device, or with a
+    # stray <hostdev>; seed 1 step 13 caught it): attach_stopped and
+    # detach_stopped run in CI since.
     # The local cloud's fake libvirt (nova.tests.fixtures.libvirt):
     # Domain.undefineFlags(VIR_DOMAIN_UNDEFINE_MANAGED_SAVE) calls
     # managedSaveRemove() without its flags: TypeError, the delete of a
-    # suspended server puts it in ERROR and it cannot be deleted (seed 2,
-    # 40 steps). The run resumes such servers before it deletes them.
+    # suspended server puts it in ERROR with that TypeError as its fault
+    # and it cannot be deleted (seed 2, 40 steps; checked again by hand at
+    # 18aab10). The run resumes such servers before it deletes them.
     'delete_suspended': 'localcloud: fakelibvirt cannot delete a '
                         'suspended guest',
 }
