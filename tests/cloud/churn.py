@@ -276,6 +276,8 @@ def server_problems(server, domain, arqs, allocations, resource_class):
         if domain is not None:
             problems.append('%s still has a domain on %s with %s' % (
                 name, domain[0], sorted(domain[1])))
+    elif status == 'ERROR' and domain is None:
+        pass                # a build that failed before its guest existed
     elif status in WITH_DEVICES | AT_MOST_OWN:
         if domain is None:
             problems.append('%s has no domain file' % name)

@@ -131,6 +131,14 @@ class ServerProblemsTest(testtools.TestCase):
             server(status='SUSPENDED'), ('compute1', {'0000:81:01.2'}),
             [arq('x')], allocation())))
 
+    def test_failed_build_without_guest(self):
+        # ERROR before a host (chaos seed 7 step 2: Cyborg's API killed
+        # during the bind): no domain, no ARQ, no allocation.
+        self.assertEqual([], self.problems(
+            server(status='ERROR', host=None), None, [], {}))
+        self.assertEqual(1, len(self.problems(
+            server(status='ACTIVE'), None, [], {})))
+
     def test_offloaded_server_has_no_domain(self):
         self.assertEqual(1, len(self.problems(
             server(status='SHELVED_OFFLOADED', host=None),
