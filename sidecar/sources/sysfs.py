@@ -145,8 +145,10 @@ def pci_address_of(class_dir):
 
     Follows ``<class_dir>/device`` and walks up the resolved path to the
     nearest PCI function, so that both a region whose ``device`` is the
-    PCI function and one whose ``device`` is a child of it (DFL's
-    ``dfl-fme.N``) are found.
+    PCI function and one whose ``device`` is a platform device under it
+    are found. (DFL cards' regions are read by
+    :mod:`sidecar.sources.dfl`, not here: their PR region's ``device`` is
+    ``dfl-fme-region.P`` under ``dfl-fme.N``, under the base region.)
     """
     link = os.path.join(class_dir, 'device')
     if not os.path.lexists(link):

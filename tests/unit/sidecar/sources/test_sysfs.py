@@ -162,10 +162,12 @@ class FpgaRegionsTest(simhost.SimHostTestCase):
                              '0000:81:01.0', cls + '/fpga_manager/fpga1'),
         ], sysfs.fpga_regions(self.root))
 
-    def test_dfl_layout_and_strays(self):
+    def test_region_of_a_child_device_and_strays(self):
         host = self.host(fpgas=[{}])
         host.write(self.root)
-        # DFL: the region's device is the FME, a child of the PCI function.
+        # The region's device is a platform device under the PCI function
+        # (not DFL's layout, which sidecar.sources.dfl reads: see
+        # tests/unit/sidecar/drivers/test_fpga_dfl.py).
         region = os.path.join(host._dir('0000:81:00.0'),
                               'fpga_region/region0')
         fme = os.path.join(host._dir('0000:81:00.0'), 'dfl-fme.0')
