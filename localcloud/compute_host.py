@@ -78,11 +78,25 @@ def _create_instance_dir(context, instance, *args, **kwargs):
     return False, False
 
 
+_MANAGED_SAVE_REMOVE = fakelibvirt.Domain.managedSaveRemove
+
+
+def _managed_save_remove(domain, flags=0):
+    """fakelibvirt's ``managedSaveRemove`` with libvirt-python's signature
+    (``virDomain.managedSaveRemove(flags=0)``): fakelibvirt's own
+    ``undefineFlags`` calls it without flags, and deleting a suspended
+    server failed with TypeError."""
+    return _MANAGED_SAVE_REMOVE(domain, flags)
+
+
 def _host_fixtures(connection):
     """What Nova's libvirt functional base mocks about the host."""
     mock = fixtures.MockPatch
     driver = 'nova.virt.libvirt.driver.'
     return [
+        fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.managedSaveRemove',
+            _managed_save_remove),
         nova_fixtures.LibvirtImageBackendFixture(),
         nova_fixtures.CGroupsFixture(),
         nova_fixtures.LibvirtFixture(),

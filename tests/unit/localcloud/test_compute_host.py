@@ -127,3 +127,29 @@ class DomainFilesTest(testtools.TestCase):
         os.unlink(os.path.join(self.dir, UUID + '.state'))
         conn, restored = self._restart()
         self.assertEqual(1, conn.lookupByUUIDString(UUID).isActive())
+
+
+class ManagedSaveRemoveTest(testtools.TestCase):
+    """A suspended server can be deleted: undefining a domain with a
+    managed save image removes the image (fakelibvirt called its own
+    managedSaveRemove without the flags it requires)."""
+
+    def saved_domain(self, conn, uuid):
+        domain = conn.defineXML(DOMAIN % (uuid, uuid))
+        domain.create()
+        domain.managedSave(0)
+        return domain
+
+    def test_undefine_a_saved_domain(self):
+        conn = _connection()
+        flags = fakelibvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
+        self.assertRaises(TypeError,
+                          self.saved_domain(conn, UUID).undefineFlags, flags)
+        for fixture in compute_host._host_fixtures(conn)[:1]:
+            self.useFixture(fixture)
+        other = '11111111-2222-3333-4444-666666666666'
+        domain = self.saved_domain(conn, other)
+        domain.undefineFlags(flags)
+        self.assertEqual(0, domain.hasManagedSaveImage(0))
+        self.assertNotIn(other, [d.UUIDString()
+                                 for d in conn.listAllDomains()])
