@@ -129,9 +129,29 @@ def double_assignments(conn, layout, servers, compute_rp):
             inv = _placement(conn, 'GET', '/resource_providers/%s/'
                              'inventories/FPGA' % rp['uuid'])
             over += max(usages['FPGA'] - inv['total'], 0)
-    return {'arq_vfs': sum(n - 1 for n in by_vf.values() if n > 1),
-            'hostdev_vfs': sum(n - 1 for n in hostdevs.values() if n > 1),
-            'over_allocated': over, 'bound_arqs': len(arqs)}
+    return dict({'arq_vfs': sum(n - 1 for n in by_vf.values() if n > 1),
+                 'hostdev_vfs': sum(n - 1 for n in hostdevs.values()
+                                    if n > 1),
+                 'over_allocated': over, 'bound_arqs': len(arqs)},
+                **sidecar_watch(layout))
+
+
+def sidecar_watch(layout):
+    """What the sidecars' one-device-one-guest watch counted on the
+    cloud's hosts (``<state_path>/guests.json``, sidecar.discovery.guests):
+    findings of the last cycle (a device in two domains, or in a domain
+    whose server holds no ARQ for it) and since each sidecar started."""
+    totals = collections.Counter()
+    for host in layout.hosts:
+        path = layout.path('hosts', host, 'sidecar', 'guests.json')
+        try:
+            with open(path) as f:
+                counts = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for key in ('shared', 'no_arq', 'findings_total'):
+            totals['watch_' + key] += int(counts.get(key, 0))
+    return dict(totals)
 
 
 def delete_all(conn, servers):
