@@ -84,6 +84,13 @@ def cpid(bdf):
 HANG_TIMEOUT = 900
 
 
+_MANAGED_SAVE_REMOVE = fakelibvirt.Domain.managedSaveRemove
+
+
+def _managed_save_remove(domain, flags=0):
+    return _MANAGED_SAVE_REMOVE(domain, flags)
+
+
 def _context_manager_without_cell_lock(cell_databases, context):
     """Nova's ``CellDatabases._wrap_get_context_manager`` without the read
     lock it takes to read one attribute.
@@ -184,6 +191,14 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         self.useFixture(fixtures.MockPatch(
             'nova.virt.libvirt.driver.LibvirtDriver.'
             '_get_instance_disk_info_from_config', return_value=[]))
+        # libvirt-python's virDomain.managedSaveRemove(flags=0) takes its
+        # flags as optional; fakelibvirt's requires them, and its own
+        # undefineFlags calls it without: a hard reboot or delete of a
+        # guest that is still saved (a resume that failed before the
+        # restore) would fail with TypeError.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.managedSaveRemove',
+            _managed_save_remove))
 
     def _setup_services(self):
         # Nova's test config expects api-paste.ini under site-packages; pip

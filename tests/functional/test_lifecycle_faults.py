@@ -311,8 +311,12 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assertEqual(1, fault.injected)
         self.assert_fault(server, 'HTTP 503')
         self.assert_arqs_kept('ERROR')
-        # Restored, but the VF unplugged at suspend is not back.
+        # Not restored (the ARQs are read first): the guest stays saved,
+        # its memory image kept, without the VF unplugged at suspend.
         self.assertEqual([], self.guest_bdfs())
+        conn = self.computes['compute1'].driver._host.get_connection()
+        self.assertTrue(conn.lookupByUUIDString(
+            self.server['id']).hasManagedSaveImage(0))
 
         self.hard_reboot()
         self.assert_running_on('compute1')
