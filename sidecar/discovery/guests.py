@@ -118,12 +118,7 @@ class GuestWatch:
         self.sysfs_root = sysfs_root
         self._domains = domains
         self._arqs_of = arqs_of
-        self._file = None
-        data = None
-        if state_path:
-            self._file = state_cache.StateFile(os.path.join(state_path,
-                                                            FILE))
-            data = self._file.load()
+        self._file, data = state_cache.open_in(state_path, FILE)
         total = (data or {}).get('findings_total')
         self.findings_total = total if isinstance(total, int) else 0
         self._findings = ()

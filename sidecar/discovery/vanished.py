@@ -75,12 +75,7 @@ class Vanished:
 
     def __init__(self, sysfs_root, state_path=None):
         self.sysfs_root = sysfs_root
-        self._file = None
-        data = None
-        if state_path:
-            self._file = state_cache.StateFile(os.path.join(state_path,
-                                                            FILE))
-            data = self._file.load()
+        self._file, data = state_cache.open_in(state_path, FILE)
         self._seen = {}   # device address: {deployable name: [addresses]}
         for address, deps in (data or {}).items():
             if isinstance(deps, dict):

@@ -83,3 +83,12 @@ class StateFile:
 
     def save(self, data):
         write_atomic(self.path, data)
+
+
+def open_in(state_path, name):
+    """``(StateFile, its object or None)`` of file ``name`` under
+    ``state_path``; ``(None, None)`` without a state path (memory only)."""
+    if not state_path:
+        return None, None
+    state_file = StateFile(os.path.join(state_path, name))
+    return state_file, state_file.load()
