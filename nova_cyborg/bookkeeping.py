@@ -51,8 +51,9 @@ def flavor_profile(flavor):
 
 
 def entries(instance, prefix):
-    """The list kept in system metadata as ``<prefix><n>`` keys."""
-    meta = instance.system_metadata
+    """The list kept in system metadata as ``<prefix><n>`` keys (none for
+    an instance made without system metadata and without a context)."""
+    meta = _meta(instance)
     keys = sorted((k for k in meta if k.startswith(prefix)),
                   key=lambda k: int(k[len(prefix):]))
     return [meta[k] for k in keys]

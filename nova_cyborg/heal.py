@@ -62,10 +62,8 @@ def accelerator_allocations(context, instance):
     """
     if not bookkeeping.has_accelerators(instance):
         return {}
-    dp_name = ', '.join(
-        ([bookkeeping.flavor_profile(instance.flavor)]
-         if bookkeeping.flavor_profile(instance.flavor) else []) +
-        bookkeeping.attached_profiles(instance))
+    dp_name = (bookkeeping.flavor_profile(instance.flavor) or
+               ', '.join(bookkeeping.attached_profiles(instance)))
     try:
         cyclient = nc_client.get_client(context)
         arqs = _bound_arqs(cyclient, bookkeeping.arq_owner(instance),
