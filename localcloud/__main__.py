@@ -126,11 +126,20 @@ def cmd_status(args):
     return 0
 
 
-def cmd_host(args):
+def _running_layout(args, up):
+    """The layout of the cloud running under ``args.dir``, or None after
+    saying how to start one (``python -m localcloud up <up>``)."""
     layout = layout_mod.Layout.load(args.dir)
     if layout is None or not procs.running(layout):
-        _out('No cloud runs under %s: "python -m localcloud up --keep" '
-             'first' % args.dir)
+        _out('No cloud runs under %s: "python -m localcloud up %s" first'
+             % (args.dir, up))
+        return None
+    return layout
+
+
+def cmd_host(args):
+    layout = _running_layout(args, '--keep')
+    if layout is None:
         return 1
     try:
         getattr(hosts, args.action)(layout, args.host, out=_out)
@@ -141,10 +150,8 @@ def cmd_host(args):
 
 
 def cmd_service(args):
-    layout = layout_mod.Layout.load(args.dir)
-    if layout is None or not procs.running(layout):
-        _out('No cloud runs under %s: "python -m localcloud up --keep" '
-             'first' % args.dir)
+    layout = _running_layout(args, '--keep')
+    if layout is None:
         return 1
     if args.action == 'list':
         if args.name:
@@ -175,10 +182,8 @@ def cmd_service(args):
 
 
 def cmd_stress(args):
-    layout = layout_mod.Layout.load(args.dir)
-    if layout is None or not procs.running(layout):
-        _out('No cloud runs under %s: "python -m localcloud up --keep '
-             '--no-demo" first' % args.dir)
+    layout = _running_layout(args, '--keep --no-demo')
+    if layout is None:
         return 1
     if args.rounds < 1:
         _out('ERROR: --rounds must be at least 1, not %d' % args.rounds)
@@ -191,10 +196,8 @@ def cmd_stress(args):
 
 
 def cmd_tempest(args):
-    layout = layout_mod.Layout.load(args.dir)
-    if layout is None or not procs.running(layout):
-        _out('No cloud runs under %s: "python -m localcloud up --keep '
-             '--no-demo" first' % args.dir)
+    layout = _running_layout(args, '--keep --no-demo')
+    if layout is None:
         return 1
     workspace = layout.path('tempest')
     os.chdir(workspace)

@@ -160,7 +160,7 @@ def _pci_addresses(guest):
 
 
 def _hex_key(parts):
-    return tuple(int(part, 16) for part in parts)
+    return domain_devices.pci_key(*parts)[1]
 
 
 def define(driver, xml):
