@@ -3,21 +3,34 @@
 The deployable's function (the PF, or the VF of a released port; see
 :mod:`sidecar.drivers.fpga`) names the port; its card's FME character
 device ``<[fpga] dfl_dev_dir>/dfl-fme.N`` takes the ioctl
-(:func:`sidecar.privileged.dfl_port_pr`). The bitstream must be the raw
-partial bitstream the kernel writes to the PR engine: OPAE's ``.gbs``
-container (header and JSON metadata) is not unwrapped here, and its
-interface id is not checked against the PR region's ``compat_id``; use
-``programmer = command`` with ``fpgaconf`` for ``.gbs`` files. The new
-function is read back from the port's ``afu_id`` by the caller.
+(:func:`sidecar.privileged.dfl_port_pr`) with the raw partial bitstream.
+
+A bitstream in OPAE's ``.gbs`` container (:mod:`sidecar.program.gbs`) is
+checked and unwrapped first, as OPAE's ``fpgaconf`` does:
+
+- before: its ``afu-image`` ``interface-uuid`` must be the ``compat_id``
+  of the port's PR region (``dfl-fme-region.P/fpga_region/regionY``),
+  else nothing is written and the job fails naming both;
+- the raw bitstream behind its metadata is written to a private file
+  beside the downloaded one, handed to the privileged daemon, and removed;
+- after: the port's ``afu_id`` (``dfl-port.M/afu_id``) must be one of its
+  ``accelerator-clusters`` ``accelerator-type-uuid``.
+
+A file that is not a GBS is written as it is (a raw bitstream has no
+interface id to check). In every case the caller then reads the function
+back from the port and compares it with the image's ``accel:function_id``
+(:mod:`sidecar.program.manager`).
 """
 
 import errno
 import os
+import tempfile
 
 from oslo_log import log as logging
 
 from sidecar import exception
 from sidecar import privileged
+from sidecar.program import gbs
 from sidecar.program import programmers
 from sidecar.sources import base as sources
 from sidecar.sources import dfl
@@ -46,13 +59,18 @@ class DflProgrammer(programmers.Programmer):
         bitstream_path = self._check(address, bitstream_path)
         card, port = self._port(address)
         number = port.number if port.number is not None else 0
+        image = self._read_gbs(address, bitstream_path)
+        if image is not None:
+            self._check_interface(address, card, port, image)
         LOG.info('Programming %(address)s: DFL_FPGA_FME_PORT_PR on '
-                 '%(fme)s, port %(port)d', {'address': address,
-                                            'fme': card.fme_name,
-                                            'port': number})
+                 '%(fme)s, port %(port)d%(gbs)s',
+                 {'address': address, 'fme': card.fme_name, 'port': number,
+                  'gbs': ' (GBS unwrapped)' if image else ''})
+        raw = self._unwrap(address, bitstream_path, image) if image \
+            else bitstream_path
         try:
             privileged.dfl_port_pr(self.conf.fpga.dfl_dev_dir,
-                                   card.fme_name, number, bitstream_path)
+                                   card.fme_name, number, raw)
         except (OSError, exception.InvalidArgument) as e:
             reason = '%s refused the partial reconfiguration of port %d: ' \
                 '%s' % (card.fme_name, number, programmers._reason(e))
@@ -62,4 +80,90 @@ class DflProgrammer(programmers.Programmer):
                                                         'status'))
                 reason += ' (FPGA manager status: %s)' % (status or 'empty')
             raise exception.ProgrammingFailed(address=address, reason=reason)
+        finally:
+            if raw != bitstream_path:
+                os.unlink(raw)
+        if image is not None and image.afu_ids:
+            self._check_afu(address, port, image)
         LOG.info('Programmed %s', address)
+
+    # -- the GBS container ----------------------------------------------
+
+    @staticmethod
+    def _read_gbs(address, path):
+        """The parsed GBS at ``path``, None if the file is no GBS."""
+        try:
+            with open(path, 'rb') as f:
+                if not gbs.is_gbs(f.read(16)):
+                    return None
+                f.seek(0)
+                data = f.read(privileged.MAX_PR_BITSTREAM + 1)
+        except OSError as e:
+            raise exception.ProgrammingFailed(
+                address=address, reason='cannot read the bitstream: %s'
+                % programmers._reason(e))
+        try:
+            image = gbs.parse(data)
+        except exception.InvalidArgument as e:
+            raise exception.ProgrammingFailed(address=address, reason=str(e))
+        if image.offset >= len(data):
+            raise exception.ProgrammingFailed(
+                address=address, reason='the GBS file holds no bitstream '
+                'after its metadata')
+        return image
+
+    def _check_interface(self, address, card, port, image):
+        region = card.pr_region(port)
+        compat = region and sources.read_file(
+            os.path.join(region, 'compat_id'))
+        if not compat:
+            raise exception.ProgrammingFailed(
+                address=address, reason='the PR region of %s has no '
+                'readable compat_id to check the bitstream\'s '
+                'interface-uuid %s against' % (port.name, image.interface_id))
+        try:
+            compat = gbs.hex_id(compat, 'compat_id')
+        except exception.InvalidArgument as e:
+            raise exception.ProgrammingFailed(address=address, reason=str(e))
+        if compat != image.interface_id:
+            raise exception.ProgrammingFailed(
+                address=address, reason='the bitstream was built for FPGA '
+                'interface %s (its interface-uuid), but the PR region %s of '
+                '%s has compat_id %s; nothing was written'
+                % (image.interface_id, os.path.basename(region), port.name,
+                   compat))
+
+    @staticmethod
+    def _unwrap(address, path, image):
+        """A private file beside ``path`` holding the raw bitstream."""
+        fd, raw = tempfile.mkstemp(prefix='.raw-', suffix='.bit',
+                                   dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, 'wb') as out, open(path, 'rb') as f:
+                f.seek(image.offset)
+                while True:
+                    chunk = f.read(1024 * 1024)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+        except OSError as e:
+            os.unlink(raw)
+            raise exception.ProgrammingFailed(
+                address=address, reason='cannot unwrap the GBS file: %s'
+                % programmers._reason(e))
+        return raw
+
+    @staticmethod
+    def _check_afu(address, port, image):
+        path = os.path.join(port.path, 'afu_id')
+        value = sources.read_file(path)
+        try:
+            afu_id = gbs.hex_id(value or '', 'afu_id')
+        except exception.InvalidArgument:
+            afu_id = None
+        if afu_id not in image.afu_ids:
+            raise exception.ProgrammingFailed(
+                address=address, reason='after programming, %s/afu_id reads '
+                '%s, not the bitstream\'s accelerator-type-uuid %s'
+                % (port.name, value or 'nothing',
+                   ' or '.join(image.afu_ids) or '(none)'))

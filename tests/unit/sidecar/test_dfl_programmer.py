@@ -14,6 +14,7 @@ from sidecar import dfl_abi
 from sidecar import exception
 from sidecar.drivers import fpga
 from sidecar.program import dfl_programmer
+from sidecar.program import gbs
 from sidecar.program import programmers
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
@@ -104,6 +105,74 @@ class DflProgrammerTest(simhost.SimHostTestCase):
                                 self.bitstream)
         self.assertIn('no port of a DFL card', str(exc))
         self.assertEqual([], self.requests)
+
+    # -- OPAE's .gbs container ----------------------------------------
+
+    def _gbs(self, afu_id=NEW, compat_id=simhost.COMPAT_ID, loads=None):
+        """A GBS for ``compat_id`` naming ``afu_id``, whose raw bitstream
+        loads ``loads`` (default ``afu_id``)."""
+        raw = b'PR:' + (loads or afu_id).encode()
+        self._write(gbs.build(compat_id, [afu_id], raw))
+        return raw
+
+    def _leftovers(self):
+        return sorted(n for n in os.listdir(self.root) if n.startswith('.'))
+
+    def test_gbs_is_unwrapped_and_checked(self):
+        for profile, sriov, address in (('d5005', False, PF),
+                                        ('n6000', True, VF)):
+            self.root = self.useFixture(fixtures.TempDir()).path
+            self.config.config(sysfs_root=self.root, group='sidecar')
+            self._card(profile, sriov=sriov)
+            raw = self._gbs()
+            self.programmer.program(address, self.bitstream)
+            # The kernel was given the bitstream behind the metadata only.
+            (request,) = self.requests
+            self.assertEqual(len(raw), request[1]['buffer_size'])
+            self.assertEqual(NEW, self.driver.loaded_function(address))
+            self.assertEqual([], self._leftovers())
+
+    def test_gbs_for_another_interface_is_refused_before_writing(self):
+        self._card('d5005')
+        other = '0123456789abcdef0123456789abcdef'
+        self._gbs(compat_id=other)
+        exc = self.assertRaises(exception.ProgrammingFailed,
+                                self.programmer.program, PF, self.bitstream)
+        self.assertIn('built for FPGA interface %s (its interface-uuid), '
+                      'but the PR region region1 of dfl-port.0 has '
+                      'compat_id %s; nothing was written'
+                      % (other, simhost.COMPAT_ID), str(exc))
+        self.assertEqual([], self.requests)
+        self.assertEqual(simhost.FUNCTION_ID,
+                         self.driver.loaded_function(PF))
+
+    def test_afu_id_read_back_from_the_port(self):
+        self._card('n6000', sriov=True)
+        other = 'deadbeefdeadbeefdeadbeefdeadbeef'
+        self._gbs(loads=other)
+        exc = self.assertRaises(exception.ProgrammingFailed,
+                                self.programmer.program, VF, self.bitstream)
+        self.assertIn('after programming, dfl-port.1/afu_id reads %s, not '
+                      'the bitstream\'s accelerator-type-uuid %s'
+                      % (other, NEW), str(exc))
+        self.assertEqual([], self._leftovers())
+
+    def test_hostile_gbs_is_refused_before_writing(self):
+        self._card('d5005')
+        good = gbs.build(simhost.COMPAT_ID, [NEW], b'PR:' + NEW.encode())
+        for data, reason in (
+                (good[:30], 'runs past the end'),
+                (good[:20] + b'<' + good[21:], 'not JSON'),
+                (gbs.build(simhost.COMPAT_ID, [NEW], b''),
+                 'holds no bitstream after its metadata'),
+                (gbs.GBS_GUID.bytes + b'\xff' * 5, 'runs past the end')):
+            self._write(data)
+            exc = self.assertRaises(exception.ProgrammingFailed,
+                                    self.programmer.program, PF,
+                                    self.bitstream)
+            self.assertIn(reason, str(exc))
+        self.assertEqual([], self.requests)
+        self.assertEqual([], self._leftovers())
 
     def test_loaded_by_name(self):
         self._card('d5005')
