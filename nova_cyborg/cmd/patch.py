@@ -28,6 +28,7 @@ import site
 import sys
 
 from nova_cyborg.cmd import _series
+from nova_cyborg.cmd import aliases as alias_check
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -186,8 +187,66 @@ def cmd_apply(args, patches, out):
     return _change(args, patches, out, revert=False)
 
 
+def _config_files(args):
+    return args.config_file or alias_check.default_config_files()
+
+
+def _aliases_refuse(args, out):
+    """Return an error message while a server's ARQs are under its alias
+    (:mod:`nova_cyborg.aliases`): reverted Nova would not find them."""
+    if args.skip_alias_check:
+        out.write('Alias check skipped (--skip-alias-check).\n')
+        return None
+    files = _config_files(args)
+    if not files:
+        out.write('No Nova configuration here (%s): no Nova service runs '
+                  'on this host, no alias check.\n'
+                  % alias_check.DEFAULT_CONFIG)
+        return None
+    try:
+        scope, servers = alias_check.find(files)
+    except alias_check.CheckFailed as e:
+        return ('cannot revert: could not check for servers whose '
+                'accelerator requests are bound under their alias (%s); '
+                'nothing was changed. Fix the configuration (--config-file) '
+                'or pass --skip-alias-check.' % e)
+    if not servers:
+        out.write('Alias check (%s): no server has its accelerator '
+                  'requests under its alias.\n' % scope)
+        return None
+    return ('cannot revert: %d server(s) (%s) have their accelerator '
+            'requests bound under their alias, where a live migration put '
+            'them; reverted Nova would start them without their devices '
+            'and leave the requests bound at their delete. Nothing was '
+            'changed.\n  %s\n%s'
+            % (len(servers), scope,
+               '\n  '.join(alias_check.describe(servers)),
+               alias_check.REMEDY))
+
+
 def cmd_revert(args, patches, out):
+    evaluation = _series.Evaluation(args.target, patches, revert=True)
+    if evaluation.state() != _series.NOT_APPLIED:
+        error = _aliases_refuse(args, out)
+        if error:
+            sys.stderr.write('nova-cyborg-patch: %s\n' % error)
+            return EXIT_FAILED
     return _change(args, patches, out, revert=True)
+
+
+def cmd_aliases(args, patches, out):
+    try:
+        scope, servers = alias_check.find(_config_files(args))
+    except alias_check.CheckFailed as e:
+        sys.stderr.write('nova-cyborg-patch: %s\n' % e)
+        return EXIT_FAILED
+    out.write('Servers whose accelerator requests are under their alias '
+              '(%s): %d\n' % (scope, len(servers)))
+    for line in alias_check.describe(servers):
+        out.write('  %s\n' % line)
+    if servers:
+        out.write(alias_check.REMEDY + '\n')
+    return EXIT_OK
 
 
 def _add_location_options(parser, default=None):
@@ -214,7 +273,13 @@ def build_parser():
             ('check', cmd_check, 'report per patch: applied, applicable '
                                  'or conflict; exit 0 if fully applied or '
                                  'cleanly applicable'),
-            ('revert', cmd_revert, 'revert the series (atomic, idempotent)'),
+            ('revert', cmd_revert, 'revert the series (atomic, idempotent); '
+                                   'refused while a server\'s accelerator '
+                                   'requests are under its alias'),
+            ('aliases', cmd_aliases, 'list the servers whose accelerator '
+                                     'requests are bound under their alias '
+                                     '(every cell with the API database '
+                                     'configured, else this host\'s)'),
             ('status', cmd_status, 'show version, paths and series state')):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.set_defaults(func=func)
@@ -224,6 +289,18 @@ def build_parser():
             cmd.add_argument(
                 '--allow-partial', action='store_true',
                 help='also %s when only some patches are applied' % name)
+        if name in ('revert', 'aliases'):
+            cmd.add_argument(
+                '--config-file', action='append', metavar='PATH',
+                help='Nova configuration file(s) for the alias check '
+                     '(default: %s where it exists)'
+                     % alias_check.DEFAULT_CONFIG)
+        if name == 'revert':
+            cmd.add_argument(
+                '--skip-alias-check', action='store_true',
+                help='revert even if servers have their accelerator '
+                     'requests under their alias (they lose their '
+                     'devices at their next start)')
     return parser
 
 

@@ -12,8 +12,10 @@ from tests.functional import base  # noqa: F401,I100
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
+from nova import context as nova_context  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
+from nova_cyborg import aliases  # noqa: E402
 from nova_cyborg import bookkeeping  # noqa: E402
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
@@ -59,11 +61,25 @@ class LiveMigrateVFTest(VFHosts):
         self.assertEqual(self.dst, dest)
         self.assertEqual([self.arq_bdf(moved[0])],
                          self.xml_hostdevs(xml)[0])
+        # Its ARQs are under its alias now: what nova-cyborg-patch revert
+        # refuses for (every cell's view, and the destination's own).
+        self.assertEqual([self.server['id']], self.aliased())
+        self.assertEqual([self.server['id']], self.aliased(self.dst))
+        self.assertEqual([], self.aliased(self.src))
         # Back, to a named host.
         self.admin_live_migrates(self.server, host=self.src)
         self.assert_on_host(self.server, self.src, self.dst)
         self.assertEqual([self.dst, self.src],
                          [d for d, _x in self.destination_xml])
+        # The second move bound them under the server's own UUID.
+        self.assertEqual([], self.aliased())
+        self.assertEqual([], self.aliased(self.src))
+
+    def aliased(self, host=None):
+        context = nova_context.get_admin_context()
+        found = aliases.on_host(context, host) if host else \
+            aliases.in_cells(context)
+        return [i.uuid for i in found]
 
 
 class LiveMigrateVGPUTest(live_base.LiveMigrationBase):

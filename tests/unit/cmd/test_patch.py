@@ -85,6 +85,10 @@ class NovaCopyTestCase(testtools.TestCase):
         write_metadata(self.target, VERSION)
         self.stderr = io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
+        # Whatever this machine has in /etc/nova: no Nova service here.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.cmd.aliases.DEFAULT_CONFIG',
+            os.path.join(self.target, 'no-nova.conf')))
         self.pristine = self.snapshot()
 
     def run_tool(self, *argv):
