@@ -1,0 +1,1 @@
+"""Stand-ins for vendors' command-line tools, acting on a simulated host."""
