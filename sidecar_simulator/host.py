@@ -74,6 +74,10 @@ class SimFunction:
     region: Optional[int] = None  # FPGA region and manager number
     compat_id: Optional[str] = None
     function_id: Optional[str] = None
+    #: The bound driver's name (``driver`` link) and the IOMMU group number
+    #: (``iommu_group`` link); None: no link.
+    driver: Optional[str] = None
+    iommu_group: Optional[int] = None
 
 
 def _rid(address):
@@ -276,6 +280,7 @@ class SimulatedHost:
             _link('../' + f.physfn, os.path.join(path, 'physfn'))
         if f.virtfns:
             self._write_sriov(f)
+        self._write_links(f, path)
         for index, vf in f.virtfns.items():
             _link('../' + vf, os.path.join(path, 'virtfn%d' % index))
         if f.mdev_types:
@@ -305,6 +310,20 @@ class SimulatedHost:
                 _link('../..', os.path.join(class_dir, 'device'))
                 _symlink(class_dir, os.path.join(self.root, 'class', kind,
                                                  name % f.region))
+
+    def _write_links(self, f, path):
+        """The ``driver`` and ``iommu_group`` links and their other ends
+        (Documentation/ABI/testing/sysfs-bus-pci, sysfs-kernel-iommu_groups;
+        drivers/base/bus.c, drivers/iommu/iommu.c)."""
+        if f.driver:
+            driver = os.path.join(self.root, 'bus/pci/drivers', f.driver)
+            _symlink(driver, os.path.join(path, 'driver'))
+            _symlink(path, os.path.join(driver, f.address))
+        if f.iommu_group is not None:
+            group = os.path.join(self.root, 'kernel/iommu_groups',
+                                 str(f.iommu_group))
+            _symlink(group, os.path.join(path, 'iommu_group'))
+            _symlink(path, os.path.join(group, 'devices', f.address))
 
     def _write_sriov(self, pf):
         _write_files(self._dir(pf.address), {

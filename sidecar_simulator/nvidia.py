@@ -1,0 +1,294 @@
+"""NVIDIA GPUs as the kernel and NVIDIA's host driver show them, written
+from the kernel's ABI documents and NVIDIA's own tools, not from what the
+sidecar reads.
+
+A card is data (:data:`MODELS`, :class:`Card`); :class:`NvidiaHost` adds
+its PCI functions to a :class:`sidecar_simulator.host.SimulatedHost` and
+writes, after the host's own tree, what NVIDIA's driver adds. Every path
+and value names its source; :data:`SOURCES` maps each kind of path to it
+and :func:`source_of` finds the kind of a written path, so a test can check
+that nothing lacks a source. Three shapes:
+
+``vfio-vgpu`` (vGPU 17 and later, Ada and Hopper, Linux 6.8 and later)
+    The PF and its VFs (enabled by ``sriov-manage -e``) stay bound to
+    ``nvidia``; there is no mdev bus. Each VF has ``nvidia/`` with
+    ``creatable_vgpu_types`` (``"<id> : <name>"`` lines after an ``ID :
+    vGPU Name`` header) and ``current_vgpu_type`` (the type id, ``0``
+    when none is set). Writing an id creates the vGPU, ``0`` removes it.
+    A VF with a type lists only that type; a free VF lists the types the
+    card can still host: all GPUs of a card run one type (homogeneous
+    mode), and a full card lists none.
+``mdev`` (vGPU 16 and earlier on SR-IOV GPUs: A100, A30, A40, A16)
+    Each VF is an mdev parent whose ``mdev_supported_types`` offers every
+    type with ``available_instances`` 1 while the card can host one more of
+    that type and the VF holds none, 0 otherwise.
+``passthrough``
+    The whole GPU bound to ``vfio-pci``, alone in its IOMMU group.
+
+Type ids are per card (NVIDIA/kubevirt-gpu-device-plugin
+``pkg/device_plugin/vfio_vgpu.go``: "vGPU type ids are only unique within
+one physical card"); the ids below are examples in NVIDIA's format, not
+NVIDIA's numbers. Type names and how many fit one GPU follow the GPU's
+framebuffer (NVIDIA vGPU software user guide: an ``<N>C`` type has N GB).
+"""
+
+import dataclasses
+import os
+import re
+from typing import Optional
+
+from sidecar_simulator import host as simulator
+
+#: kind of path -> its source.
+SOURCES = {
+    'pci': 'Documentation/ABI/testing/sysfs-bus-pci (vendor, device, '
+           'class, numa_node, sriov_totalvfs, sriov_numvfs, physfn, '
+           'virtfnN); PCI ids: pci.ids (10de:2331 GH100 [H100 PCIe], '
+           '10de:20f1 GA100 [A100 PCIe 40GB]); a VF reports its PF\'s '
+           'device id, as these profiles assume',
+    'driver': 'Documentation/ABI/testing/sysfs-bus-pci and '
+              'drivers/base/bus.c (the "driver" link to '
+              'bus/pci/drivers/<name>, and its link back); NVIDIA/'
+              'vgpu-device-manager pkg/vgpu/vfio/sysfs.go (driver() reads '
+              'it; "nvidia" for vGPU 17 PFs and VFs)',
+    'iommu': 'Documentation/ABI/testing/sysfs-kernel-iommu_groups; '
+             'drivers/iommu/iommu.c (iommu_group link, '
+             'kernel/iommu_groups/N/devices/<bdf>)',
+    'vendor_vfio': 'NVIDIA/vgpu-device-manager pkg/vgpu/vfio/sysfs.go '
+                   '(nvidia/creatable_vgpu_types, nvidia/current_vgpu_type'
+                   ', "0" when none, parseCreatableVGPUTypes "<id> : '
+                   '<name>", header "ID"); NVIDIA/kubevirt-gpu-device-'
+                   'plugin pkg/device_plugin/vfio_vgpu.go (a configured '
+                   'VF lists only its active type)',
+    'mdev': 'Documentation/driver-api/vfio-mediated-device.rst and '
+            'Documentation/ABI/testing/sysfs-bus-vfio-mdev '
+            '(mdev_supported_types/<type>/{name,device_api,'
+            'available_instances,create,devices}, class/mdev_bus, '
+            'bus/mdev/devices, <uuid>/{mdev_type,remove})',
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VgpuType:
+    """One vGPU type: its id on the card, its name, how many fit one GPU."""
+    type_id: str
+    name: str
+    per_gpu: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuModel:
+    product_id: str
+    class_id: str
+    framebuffer_gb: int
+    #: vGPU 17+ types (numeric ids) and vGPU <= 16 mdev types.
+    vfio_types: tuple = ()
+    mdev_types: tuple = ()
+
+
+def _c_types(prefix, gpu, framebuffer, sizes, ids):
+    """``<prefix> <gpu>-<size>C`` types, ``framebuffer // size`` each."""
+    return tuple(VgpuType(type_id, '%s %s-%dC' % (prefix, gpu, size),
+                          framebuffer // size)
+                 for type_id, size in zip(ids, sizes))
+
+
+#: PCI class 0x0302 "3D controller" (sysfs-bus-pci class; PCI Code and ID
+#: Assignment Specification): data-centre GPUs have no VGA.
+CLASS_3D = '030200'
+MODELS = {
+    'h100-pcie': GpuModel(
+        '2331', CLASS_3D, 80,
+        vfio_types=_c_types('NVIDIA', 'H100', 80, (4, 5, 8, 10, 16, 20,
+                                                   40, 80),
+                            [str(1054 + i) for i in range(8)])),
+    'a100-pcie-40gb': GpuModel(
+        '20f1', CLASS_3D, 40,
+        mdev_types=_c_types('GRID', 'A100', 40, (4, 5, 8, 10, 20, 40),
+                            ['nvidia-%d' % (471 + i) for i in range(6)])),
+}
+HEADER = 'ID    : vGPU Name'
+
+
+@dataclasses.dataclass
+class Card:
+    model: str
+    shape: str  # 'vfio-vgpu', 'mdev' or 'passthrough'
+    pf: str
+    vfs: list = dataclasses.field(default_factory=list)
+    #: vfio-vgpu: VF address -> current type id ('0': none).
+    current: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def gpu(self):
+        return MODELS[self.model]
+
+
+class NvidiaHost:
+    """NVIDIA cards on a :class:`SimulatedHost`."""
+
+    def __init__(self, host=None):
+        self.host = host or simulator.SimulatedHost()
+        self.cards = []
+        self.root = None
+        self._groups = 0
+
+    def _group(self, function, driver):
+        function.driver = driver
+        function.iommu_group = self._groups
+        self._groups += 1
+
+    def _card(self, model, shape, num_vfs, address, numa_node, driver):
+        gpu = MODELS[model]
+        pf = self.host.add_pf('10de', gpu.product_id, gpu.class_id, address,
+                              num_vfs, gpu.product_id, numa_node)
+        card = Card(model=model, shape=shape, pf=pf.address,
+                    vfs=[pf.virtfns[i] for i in sorted(pf.virtfns)])
+        for address in [pf.address] + card.vfs:
+            self._group(self.host.functions[address], driver)
+        self.cards.append(card)
+        return card
+
+    def add_vfio_vgpu_card(self, model='h100-pcie', num_vfs=8, types=None,
+                           address=None, numa_node=None):
+        """A vGPU 17 card: ``types`` maps VF index to a type name."""
+        card = self._card(model, 'vfio-vgpu', num_vfs, address, numa_node,
+                          'nvidia')
+        card.current = {vf: '0' for vf in card.vfs}
+        by_name = {t.name: t.type_id for t in card.gpu.vfio_types}
+        for index, name in (types or {}).items():
+            card.current[card.vfs[index]] = by_name[name]
+        return card
+
+    def add_mdev_card(self, model='a100-pcie-40gb', num_vfs=20, address=None,
+                      numa_node=None):
+        """A vGPU <= 16 card: every VF an mdev parent of every type."""
+        card = self._card(model, 'mdev', num_vfs, address, numa_node,
+                          'nvidia')
+        for vf in card.vfs:
+            self.host.functions[vf].mdev_types = [
+                simulator.SimMdevType(t.type_id, t.name, 0)
+                for t in card.gpu.mdev_types]
+        self._mdev_capacity(card)
+        return card
+
+    def add_passthrough_gpu(self, model='h100-pcie', address=None,
+                            numa_node=None, driver='vfio-pci'):
+        """A whole GPU on ``driver``, alone in its IOMMU group."""
+        return self._card(model, 'passthrough', 0, address, numa_node,
+                          driver)
+
+    # -- vfio-vgpu --------------------------------------------------------
+
+    def creatable(self, card, vf):
+        """The ``(id, name)`` types ``vf`` lists in creatable_vgpu_types."""
+        types = card.gpu.vfio_types
+        if card.current[vf] != '0':
+            return [(t.type_id, t.name) for t in types
+                    if t.type_id == card.current[vf]]
+        used = [c for c in card.current.values() if c != '0']
+        return [(t.type_id, t.name) for t in types
+                if (not used or t.type_id == used[0]) and
+                len(used) < t.per_gpu]
+
+    def _write_vfio(self, card):
+        for vf in card.vfs:
+            text = '\n'.join([HEADER] + ['%s : %s' % item for item in
+                                         self.creatable(card, vf)])
+            simulator._write_files(self.host._dir(vf, 'nvidia'), {
+                'creatable_vgpu_types': text,
+                'current_vgpu_type': card.current[vf]})
+
+    def set_vgpu_type(self, card, vf, type_id):
+        """What writing ``current_vgpu_type`` does; ValueError (EINVAL)
+        for a type the VF does not list."""
+        if type_id != '0' and type_id not in dict(self.creatable(card, vf)):
+            raise ValueError('%s cannot host vGPU type %s' % (vf, type_id))
+        card.current[vf] = type_id
+        if self.root is not None:
+            self._write_vfio(card)
+
+    # -- mdev -------------------------------------------------------------
+
+    def _mdev_capacity(self, card):
+        functions = [self.host.functions[vf] for vf in card.vfs]
+        used = [(t.type_id, len(t.mdevs)) for f in functions
+                for t in f.mdev_types if t.mdevs]
+        count = sum(n for _type, n in used)
+        for f in functions:
+            holds = any(t.mdevs for t in f.mdev_types)
+            for t in f.mdev_types:
+                spec = next(s for s in card.gpu.mdev_types
+                            if s.type_id == t.type_id)
+                fits = (not holds and count < spec.per_gpu and
+                        all(u == t.type_id for u, _n in used))
+                if self.root is None:
+                    t.available_instances = int(fits)
+                else:
+                    self.host.set_available_instances(f.address, t.type_id,
+                                                      int(fits))
+
+    def create_mdev(self, card, vf, type_id, uuid=None):
+        """Create an mdev on ``vf``; every VF's capacity follows."""
+        f = self.host.functions[vf]
+        t = next(t for t in f.mdev_types if t.type_id == type_id)
+        if not t.available_instances:
+            raise ValueError('%s cannot host %s' % (vf, type_id))
+        uuid = self.host.create_mdev(vf, type_id, uuid)
+        self._mdev_capacity(card)
+        return uuid
+
+    # -- writing ----------------------------------------------------------
+
+    def write(self, root):
+        self.root = root
+        self.host.write(root)
+        for card in self.cards:
+            if card.shape == 'vfio-vgpu':
+                self._write_vfio(card)
+        return root
+
+
+_BDF = r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]'
+_UUID = r'[0-9a-f-]{36}'
+#: (pattern of a path relative to the sysfs root, SOURCES key); first match.
+_RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
+    (r'/%s/nvidia(/(creatable_vgpu_types|current_vgpu_type))?$' % _BDF,
+     'vendor_vfio'),
+    (r'/%s/mdev_supported_types(/[^/]+(/(name|device_api|'
+     r'available_instances|create|devices(/%s)?))?)?$' % (_BDF, _UUID),
+     'mdev'),
+    (r'/%s/%s(/(mdev_type|remove))?$' % (_BDF, _UUID), 'mdev'),
+    (r'^(class(/mdev_bus(/%s)?)?|bus/mdev(/devices(/%s)?)?)$' % (_BDF, _UUID),
+     'mdev'),
+    (r'^devices/pci[0-9a-f]{4}:00/%s/driver$' % _BDF, 'driver'),
+    (r'^bus/pci/drivers(/[a-z0-9_-]+(/%s)?)?$' % _BDF, 'driver'),
+    (r'^devices/pci[0-9a-f]{4}:00/%s/iommu_group$' % _BDF, 'iommu'),
+    (r'^kernel(/iommu_groups(/\d+(/devices(/%s)?)?)?)?$' % _BDF, 'iommu'),
+    (r'^(devices(/pci[0-9a-f]{4}:00(/%s(/(vendor|device|class|numa_node|'
+     r'sriov_totalvfs|sriov_numvfs|physfn|virtfn\d+))?)?)?|'
+     r'bus(/pci(/devices(/%s)?)?)?)$' % (_BDF, _BDF), 'pci'),
+))
+
+
+def source_of(relpath):
+    """The :data:`SOURCES` key of a path this module writes, or None."""
+    for pattern, kind in _RULES:
+        if pattern.search(relpath):
+            return kind
+    return None
+
+
+def written_paths(root):
+    """Every file, directory and link under ``root``, relative to it."""
+    result = []
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            result.append(os.path.relpath(os.path.join(top, name), root))
+    return sorted(result)
+
+
+def card_of(cards, address) -> Optional[Card]:
+    """The card one of whose functions is ``address``, or None."""
+    return next((c for c in cards if address == c.pf or address in c.vfs),
+                None)
