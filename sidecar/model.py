@@ -49,6 +49,11 @@ class AttachHandle:
     #: it goes into attach_info as ``vgpu_mark``, as Cyborg's NVIDIA
     #: driver does.
     instance: int = 0
+    #: PCI only: the ``<hostdev managed=...>`` mode Nova writes, sent as
+    #: attach_info ``managed`` when set: ``'no'`` for a function that
+    #: must stay on its host driver (an NVIDIA vGPU 17 VF); None for
+    #: libvirt's default, ``'yes'``.
+    managed: Optional[str] = None
 
     def attach_info(self):
         """The attach_info dict Cyborg stores and Nova later validates."""
@@ -58,6 +63,8 @@ class AttachHandle:
         if self.attach_type == 'MDEV':
             info['asked_type'] = self.mdev_type
             info['vgpu_mark'] = '%s_%d' % (self.mdev_type, self.instance)
+        elif self.managed is not None:
+            info['managed'] = self.managed
         return info
 
 

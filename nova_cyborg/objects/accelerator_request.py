@@ -10,6 +10,7 @@ domain XML or touches sysfs reads these objects, never the raw dict.
 
 import re
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from nova_cyborg import exception
@@ -19,6 +20,10 @@ from nova_cyborg.objects import base
 ATTACH_TYPE_PCI = 'PCI'
 ATTACH_TYPE_MDEV = 'MDEV'
 ATTACH_TYPES = (ATTACH_TYPE_PCI, ATTACH_TYPE_MDEV)
+#: libvirt's ``<hostdev managed=...>`` modes: 'yes' (libvirt detaches the
+#: function from its host driver and binds it to vfio), 'no' (it must
+#: already be usable by VFIO: an NVIDIA vGPU 17 VF stays on ``nvidia``).
+MANAGED_MODES = ('yes', 'no')
 
 #: attach_handle_info key, PCIAddress field, at most this many hex digits,
 #: largest value. Hex digits only: no ``0x`` prefix, sign, space or
@@ -134,7 +139,8 @@ class AttachHandle(base.NovaCyborgObject):
     """How an ARQ's device reaches the guest."""
 
     # Version 1.0: Initial release
-    VERSION = '1.0'
+    # Version 1.1: Added managed
+    VERSION = '1.1'
 
     fields = {
         #: ``PCI``: the function is passed through as a ``<hostdev>``;
@@ -148,7 +154,19 @@ class AttachHandle(base.NovaCyborgObject):
         'mdev_type': fields.StringField(nullable=True),
         #: Neutron physical network of a NIC function; PCI only, optional.
         'physical_network': fields.StringField(nullable=True),
+        #: ``<hostdev managed=...>`` of a PCI handle (attach_handle_info
+        #: ``managed``, default 'yes'); always 'yes' for MDEV.
+        'managed': fields.EnumField(valid_values=MANAGED_MODES,
+                                    default='yes'),
     }
+
+    #: Each version of this object -> the PCIAddress version it holds.
+    obj_relationships = {'address': [('1.0', '1.0'), ('1.1', '1.0')]}
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop('managed', None)
 
     @classmethod
     def from_cyborg(cls, arq, arq_id):
@@ -189,9 +207,15 @@ class AttachHandle(base.NovaCyborgObject):
                                          'physical_network %s is not a '
                                          'physical network name')
                                % _show(physnet))
+        managed = info.get('managed', 'yes')
+        if managed not in MANAGED_MODES or (
+                attach_type == ATTACH_TYPE_MDEV and managed != 'yes'):
+            raise _invalid(arq_id, _('attach_handle_info managed %s is not '
+                                     'yes or no (PCI only)')
+                           % _show(managed))
         return cls(attach_type=attach_type, uuid=handle_uuid,
                    address=address, mdev_type=mdev_type,
-                   physical_network=physnet)
+                   physical_network=physnet, managed=managed)
 
 
 @base.NovaCyborgObjectRegistry.register

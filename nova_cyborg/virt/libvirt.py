@@ -71,10 +71,16 @@ def pci_arqs(instance, accel_info):
             if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
 
 
-def _hostdev(address):
+def _hostdev(handle):
+    """The ``<hostdev type='pci'>`` of a validated PCI attach handle.
+
+    ``managed`` is the handle's (validated: 'yes' or 'no'): 'no' for a
+    function that must stay on its host driver, as an NVIDIA vGPU 17 VF
+    on ``nvidia``, which libvirt would otherwise detach (losing its vGPU).
+    """
     dev = vconfig.LibvirtConfigGuestHostdevPCI()
-    dev.domain, dev.bus, dev.slot, dev.function = address.hex_parts
-    dev.managed = 'yes'
+    dev.domain, dev.bus, dev.slot, dev.function = handle.address.hex_parts
+    dev.managed = handle.managed
     return dev
 
 
@@ -86,11 +92,12 @@ def hostdev_config(arq):
         dev = vconfig.LibvirtConfigGuestHostdevMDEV()
         dev.uuid = arq.attach_handle.uuid
         return dev
-    return _hostdev(arq.attach_handle.address)
+    return _hostdev(arq.attach_handle)
 
 
 def add_pci_hostdevs(guest, accel_info):
-    """Add a managed PCI ``<hostdev>`` to ``guest`` per PCI ARQ.
+    """Add a PCI ``<hostdev>`` to ``guest`` per PCI ARQ, managed as its
+    attach handle says.
 
     :param guest: a LibvirtConfigGuest.
     :param accel_info: ARQ dicts (or AcceleratorRequests); MDEV ones are
@@ -99,7 +106,7 @@ def add_pci_hostdevs(guest, accel_info):
     """
     for arq in _validate(accel_info):
         if arq.attach_type == arq_obj.ATTACH_TYPE_PCI:
-            guest.add_device(_hostdev(arq.attach_handle.address))
+            guest.add_device(_hostdev(arq.attach_handle))
 
 
 def _libvirt():
@@ -185,7 +192,7 @@ def detach_pci_hostdevs(guest, accel_info, persistent=False):
     :raises: InvalidAttachHandle before anything is unplugged;
         PciDeviceDetachFailed if a device is still there afterwards.
     """
-    devices = [_hostdev(arq.attach_handle.address)
+    devices = [_hostdev(arq.attach_handle)
                for arq in _validate(accel_info)
                if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
     for dev in devices:
@@ -218,7 +225,7 @@ def attach_pci_hostdevs(guest, accel_info, persistent=False):
     for arq in arqs:
         if arq.attach_type != arq_obj.ATTACH_TYPE_PCI:
             continue
-        dev = _hostdev(arq.attach_handle.address)
+        dev = _hostdev(arq.attach_handle)
         if _hex_key((dev.domain, dev.bus, dev.slot, dev.function)) in present:
             continue
         LOG.info('Plugging accelerator %s back into the guest',

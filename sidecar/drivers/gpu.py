@@ -100,6 +100,38 @@ def gpu_trait(function, mdev_type=None):
     return os_traits.normalize_name('_'.join(parts))
 
 
+def _name_trait(function, name, type_id):
+    """:func:`gpu_trait` of a vGPU type named ``name``
+    (``'NVIDIA H100-4C'`` -> ``CUSTOM_NVIDIA_2331_H100_4C``)."""
+    return gpu_trait(function, sources.MdevType(
+        name=name, type_id=type_id, available_instances=0, device_api=''))
+
+
+def vgpu_type_catalog(functions, problems):
+    """Type id -> name of each card's vendor-VFIO vGPU types.
+
+    ``{pf address: {type id: name}}``, merged from the
+    ``creatable_vgpu_types`` of the card's functions: a VF with a type
+    lists only its own, a free VF the types still creatable, so a type is
+    named as long as one function of the card lists it. Ids are unique
+    only within a card (NVIDIA kubevirt-gpu-device-plugin
+    ``vfio_vgpu.go``), so cards are never mixed.
+    """
+    catalog = {}
+    for function in functions:
+        if function.vendor_vgpu is None:
+            continue
+        names = catalog.setdefault(function.physfn or function.address, {})
+        for type_id, name in function.vendor_vgpu.creatable:
+            known = names.setdefault(type_id, name)
+            if known != name:
+                problems.warning(
+                    'GPU %s names vGPU type %s both %r and %r: keeping %r',
+                    function.physfn or function.address, type_id, known,
+                    name, known)
+    return catalog
+
+
 class GpuDriver(base.DiscoveryDriver):
     """Report GPUs as PGPU, or as VGPU for an enabled mdev type."""
 
@@ -130,6 +162,7 @@ class GpuDriver(base.DiscoveryDriver):
         offered = set()
         devices = []
         vgpus = {}
+        vfio_vfs = {}  # PF address: its vendor-VFIO VFs, selected
         with self.problems.cycle():
             if not self.selectors:
                 self.problems.warning(
@@ -149,6 +182,10 @@ class GpuDriver(base.DiscoveryDriver):
                         'accelerator, even though %s selects it',
                         function.address, display, OPTION)
                     continue
+                if (function.is_vf and function.vendor_vgpu is not None and
+                        function.vendor_vgpu.current is not None):
+                    vfio_vfs.setdefault(function.physfn, []).append(function)
+                    continue
                 offered.update(t.type_id for t in function.mdev_types)
                 device = self._device(function, with_vfs)
                 last = self._vgpus.get(function.address)
@@ -162,6 +199,12 @@ class GpuDriver(base.DiscoveryDriver):
                            for dep in device.deployables):
                         vgpus[function.address] = device
             self._vgpus = vgpus
+            catalog = vgpu_type_catalog(functions, self.problems)
+            for pf in sorted(vfio_vfs):
+                device = self._vfio_device(pf, vfio_vfs[pf],
+                                           catalog.get(pf, {}))
+                if device is not None:
+                    devices.append(device)
             for type_id in self.enabled_types:
                 if type_id not in offered:
                     self.problems.warning(
@@ -182,6 +225,50 @@ class GpuDriver(base.DiscoveryDriver):
             return observation
         return dataclasses.replace(
             observation, problems=observation.problems + problems)
+
+    def _vfio_device(self, pf, vfs, names):
+        """One GPU Device for the card at ``pf`` whose VFs ``vfs`` are in
+        NVIDIA's vendor-specific VFIO framework (vGPU 17+): a VGPU
+        deployable per VF with a vGPU type set, its VF as a PCI attach
+        handle that Nova passes through with ``managed='no'`` (so that
+        libvirt leaves it on ``nvidia``, which holds the vGPU)."""
+        deployables = []
+        free = []
+        for vf in vfs:
+            current = vf.vendor_vgpu.current
+            if not current:
+                free.append(vf.address)
+                continue
+            name = names.get(str(current))
+            if name is None:
+                self.problems.warning(
+                    'Not reporting vGPU %s: its type %s is in no '
+                    'nvidia/creatable_vgpu_types of GPU %s, so its name is '
+                    'unknown', vf.address, current, pf)
+                continue
+            deployables.append(model.Deployable(
+                name=vf.address, resource_class=orc.VGPU,
+                num_accelerators=1,
+                traits=tuple(sorted((os_traits.OWNER_CYBORG, _name_trait(
+                    vf, name, str(current))))),
+                attach_handles=(model.AttachHandle('PCI', vf.address,
+                                                   managed='no'),),
+                driver_name=vendor_name(vf.vendor_id)))
+        if free:
+            self.problems.info(
+                'GPU %s: VFs %s have no vGPU type (nvidia/current_vgpu_type '
+                'is 0) and are not offered; write a type id from their '
+                'nvidia/creatable_vgpu_types to offer them', pf,
+                ', '.join(free))
+        if not deployables:
+            return None
+        first = vfs[0]
+        return model.Device(
+            type='GPU', vendor=first.vendor_id, model=first.product_id,
+            address=pf, deployables=tuple(deployables),
+            std_board_info=(('class', first.class_id),
+                            ('product_id', first.product_id)),
+            driver_name=vendor_name(first.vendor_id))
 
     def _enabled_type(self, function):
         for type_id in self.enabled_types:

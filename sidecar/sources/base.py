@@ -48,6 +48,17 @@ class MdevType:
 
 
 @dataclasses.dataclass(frozen=True)
+class VendorVgpu:
+    """A function's vGPU state in NVIDIA's vendor-specific VFIO framework
+    (vGPU 17+): ``nvidia/current_vgpu_type`` (0: none) and the ``(id,
+    name)`` pairs of ``nvidia/creatable_vgpu_types``, ids as strings.
+    ``current`` is None where the function has no ``current_vgpu_type``
+    (a PF)."""
+    current: Optional[int]
+    creatable: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class PciFunction:
     """One PCI function: a PF, a VF, or a function without SR-IOV."""
     address: str
@@ -58,6 +69,12 @@ class PciFunction:
     virtfns: tuple = ()
     numa_node: Optional[int] = None
     mdev_types: tuple = ()
+    #: The bound driver's name, None when unbound (or unknown).
+    driver: Optional[str] = None
+    #: The IOMMU group number, None without one (or unknown).
+    iommu_group: Optional[int] = None
+    #: :class:`VendorVgpu` of a function with an ``nvidia/`` directory.
+    vendor_vgpu: Optional[VendorVgpu] = None
 
     @property
     def is_vf(self):
@@ -121,17 +138,51 @@ def make_mdev_type(type_id, name, available_instances, device_api,
                     mdevs=tuple(uuids))
 
 
+#: A vGPU type line of ``creatable_vgpu_types``: ``1054 : NVIDIA H100-4C``
+#: (NVIDIA vgpu-device-manager's parseCreatableVGPUTypes; the ``ID : vGPU
+#: Name`` header and blank lines are skipped).
+_VGPU_TYPE_LINE = re.compile(r'^\s*([0-9]{1,9})\s*:\s*(\S.*?)\s*$')
+_VGPU_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}$')
+_DRIVER = re.compile(r'^[A-Za-z0-9_-]{1,64}$')
+
+
+def make_vendor_vgpu(current, creatable):
+    """Validate ``current_vgpu_type`` and ``creatable_vgpu_types`` (raw
+    file contents) into a :class:`VendorVgpu`; a type line whose name is
+    not plain text makes the function malformed."""
+    number = (None if current is None else
+              _int(current, 'nvidia/current_vgpu_type'))
+    types = []
+    for line in (creatable or '').splitlines():
+        match = _VGPU_TYPE_LINE.match(line)
+        if match is None:
+            continue  # the header, a blank line
+        if not _VGPU_NAME.match(match.group(2)):
+            raise MalformedDevice('nvidia/creatable_vgpu_types names type '
+                                  '%s %r, not a vGPU type name'
+                                  % (match.group(1), match.group(2)[:70]))
+        types.append((str(int(match.group(1))), match.group(2)))
+    return VendorVgpu(current=number, creatable=tuple(types))
+
+
 def make_function(address, vendor_id, product_id, class_id, physfn=None,
-                  virtfns=(), numa_node=None, mdev_types=()):
+                  virtfns=(), numa_node=None, mdev_types=(), driver=None,
+                  iommu_group=None, vendor_vgpu=None):
     """Validate raw values into a :class:`PciFunction`.
 
     ``numa_node`` is a string as sysfs gives it (``'-1'`` or None: no
-    affinity). Raises MalformedDevice with a message naming the bad value.
+    affinity); ``iommu_group`` too (None: no group). Raises
+    MalformedDevice with a message naming the bad value.
     """
     _address(address, 'address')
     numa = None
     if numa_node is not None and str(numa_node).strip() != '-1':
         numa = _int(numa_node, 'numa_node')
+    if driver is not None and not _DRIVER.match(driver):
+        raise MalformedDevice('driver is %r, not a driver name' % (driver,))
+    group = None
+    if iommu_group is not None:
+        group = _int(iommu_group, 'iommu_group')
     return PciFunction(
         address=address,
         vendor_id=normalize_hex(vendor_id, 4, 'vendor id'),
@@ -140,7 +191,8 @@ def make_function(address, vendor_id, product_id, class_id, physfn=None,
         physfn=None if physfn is None else _address(physfn, 'physfn'),
         virtfns=tuple(sorted(_address(vf, 'virtfn') for vf in virtfns)),
         numa_node=numa,
-        mdev_types=tuple(sorted(mdev_types, key=lambda t: t.type_id)))
+        mdev_types=tuple(sorted(mdev_types, key=lambda t: t.type_id)),
+        driver=driver, iommu_group=group, vendor_vgpu=vendor_vgpu)
 
 
 def read_file(path):
@@ -185,13 +237,20 @@ class ProblemLog:
             self._current = None
 
     def warning(self, msg, *args):
+        self._once(self._log.warning, msg, args)
+
+    def info(self, msg, *args):
+        """As :meth:`warning`, at INFO level."""
+        self._once(self._log.info, msg, args)
+
+    def _once(self, log, msg, args):
         text = msg % args if args else msg
         if self._current is not None:
             self._current.add(text)
         if text in self._previous:
             self._log.debug(text)
         else:
-            self._log.warning(text)
+            log(text)
 
 
 class PciSource(metaclass=abc.ABCMeta):

@@ -70,6 +70,15 @@ def read_mdev_types(device_path):
     return result
 
 
+def read_vendor_vgpu(device_path):
+    """The :class:`base.VendorVgpu` of ``<device>/nvidia/`` (NVIDIA
+    vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``)."""
+    vgpu_dir = os.path.join(device_path, 'nvidia')
+    return base.make_vendor_vgpu(
+        base.read_file(os.path.join(vgpu_dir, 'current_vgpu_type')),
+        base.read_file(os.path.join(vgpu_dir, 'creatable_vgpu_types')))
+
+
 class SysfsSource(base.PciSource):
     """Read ``<root>/bus/pci/devices/*``.
 
@@ -110,6 +119,9 @@ class SysfsSource(base.PciSource):
         mdev_types = ()
         if 'mdev_supported_types' in names:
             mdev_types = read_mdev_types(path)
+        vendor_vgpu = None
+        if 'nvidia' in names:
+            vendor_vgpu = read_vendor_vgpu(path)
         return base.make_function(
             address=name,
             vendor_id=_required(os.path.join(path, 'vendor'), 'vendor id'),
@@ -118,7 +130,12 @@ class SysfsSource(base.PciSource):
             physfn=physfn,
             virtfns=virtfns,
             numa_node=base.read_file(os.path.join(path, 'numa_node')),
-            mdev_types=mdev_types)
+            mdev_types=mdev_types,
+            driver=(_link_target(os.path.join(path, 'driver'))
+                    if 'driver' in names else None),
+            iommu_group=(_link_target(os.path.join(path, 'iommu_group'))
+                         if 'iommu_group' in names else None),
+            vendor_vgpu=vendor_vgpu)
 
     def read_attr(self, address, relpath):
         return base.read_file(

@@ -106,6 +106,11 @@ HOSTILE = [
      with_info(pci_arq(), 'physical_network', 'net"><x')),
     ('physnet_empty', 'physical_network',
      with_info(pci_arq(), 'physical_network', '')),
+    ('managed_other', 'managed', with_info(pci_arq(), 'managed', 'false')),
+    ('managed_markup', 'managed',
+     with_info(pci_arq(), 'managed', "no'/><x")),
+    ('managed_upper', 'managed', with_info(pci_arq(), 'managed', 'NO')),
+    ('managed_mdev_no', 'managed', with_info(mdev_arq(), 'managed', 'no')),
     ('pci_handle_uuid_bad', 'attach_handle_uuid',
      with_field(pci_arq(), 'attach_handle_uuid', 'not-a-uuid')),
     ('mdev_uuid_missing', 'attach_handle_uuid',
@@ -193,6 +198,22 @@ class FromCyborgTestCase(testtools.TestCase):
         arq = arq_obj.AcceleratorRequest.from_cyborg(
             pci_arq(physical_network='physnet1'))
         self.assertEqual('physnet1', arq.attach_handle.physical_network)
+
+    def test_pci_managed(self):
+        self.assertEqual('yes', arq_obj.AcceleratorRequest.from_cyborg(
+            pci_arq()).attach_handle.managed)
+        for mode in ('yes', 'no'):
+            arq = arq_obj.AcceleratorRequest.from_cyborg(pci_arq(
+                managed=mode))
+            self.assertEqual(mode, arq.attach_handle.managed)
+
+    def test_managed_dropped_for_1_0(self):
+        handle = arq_obj.AcceleratorRequest.from_cyborg(pci_arq(
+            managed='no')).attach_handle
+        primitive = handle.obj_to_primitive(target_version='1.0')
+        self.assertNotIn('managed', primitive['versioned_object.data'])
+        self.assertEqual('no', handle.obj_to_primitive()[
+            'versioned_object.data']['managed'])
 
     def test_pci_without_handle_uuid(self):
         arq = arq_obj.AcceleratorRequest.from_cyborg(
@@ -287,7 +308,7 @@ class ObjectVersionTestCase(testtools.TestCase):
     EXPECTED = {
         'NovaCyborgAcceleratorRequest':
             '1.0-f6e8be359e6f792ed4610f37b3252936',
-        'NovaCyborgAttachHandle': '1.0-46031960e9cd6d8562668b0575abb62e',
+        'NovaCyborgAttachHandle': '1.1-3172d0767b6f315c1f2b2742350784fe',
         'NovaCyborgPCIAddress': '1.0-f48a6c70ffc4a64216d7cc4df4512ee4',
     }
 

@@ -122,6 +122,20 @@ class AddPciHostdevsTestCase(_Base):
         self.assertEqual(HOSTDEV_XML, compact(hostdevs[0].to_xml()))
         self.assertIn(HOSTDEV_XML, compact(self.guest.to_xml()))
 
+    def test_unmanaged_hostdev(self):
+        # An NVIDIA vGPU 17 VF: libvirt must leave it on its host driver.
+        nc_libvirt.add_pci_hostdevs(self.guest, [fakes.pci_arq(
+            managed='no')])
+        unmanaged = HOSTDEV_XML.replace('managed="yes"', 'managed="no"')
+        self.assertEqual(unmanaged, compact(self._hostdevs()[0].to_xml()))
+        self.assertIn(unmanaged, compact(self.guest.to_xml()))
+
+    def test_bad_managed_adds_nothing(self):
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.add_pci_hostdevs, self.guest,
+                          [fakes.pci_arq(managed='no"/><x')])
+        self.assertEqual([], self._hostdevs())
+
     def test_canonical_address(self):
         nc_libvirt.add_pci_hostdevs(self.guest, [fakes.pci_arq(
             domain='0', bus='C', device='1', function='0')])
@@ -406,6 +420,17 @@ class PciHotplugTestCase(_Base):
         self.assertEqual([(HOSTDEV_XML, live), (self.SECOND_XML, live)],
                          self.domain.attached)
         self.assertEqual([], self.domain.detached)
+
+    def test_attach_and_detach_keep_managed_no(self):
+        unmanaged = HOSTDEV_XML.replace('managed="yes"', 'managed="no"')
+        arq = fakes.pci_arq(managed='no')
+        guest = self.guest([self.NOVA_PCI])
+        nc_libvirt.attach_pci_hostdevs(guest, [arq])
+        live = fakelibvirt.VIR_DOMAIN_AFFECT_LIVE
+        self.assertEqual([(unmanaged, live)], self.domain.attached)
+        guest = self.guest([self.ACCEL])
+        nc_libvirt.detach_pci_hostdevs(guest, [arq])
+        self.assertEqual([(unmanaged, live)], self.domain.detached)
 
     def test_attach_skips_present(self):
         for written in (self.ACCEL, ('0x0', '0xc', '0x0', '0x2'),
