@@ -1,0 +1,83 @@
+"""NVIDIA vGPU 17 (vendor-specific VFIO) against the real cyborg-conductor,
+Placement and Nova.
+
+An H100 PCIe whose VFs stay bound to ``nvidia`` (sidecar_simulator.nvidia):
+the VFs the operator gave a vGPU type are VGPU providers with the type's
+trait, the others are not offered, and a server asking for that type gets
+one such VF as a ``<hostdev managed='no'>``, which libvirt leaves on
+``nvidia`` (``managed='yes'`` would detach it and lose the vGPU).
+"""
+
+# Nova picks its threading mode when the base is imported: first.
+from tests.functional import base  # noqa: F401,I100
+
+from xml.etree import ElementTree  # noqa: E402
+
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
+
+from sidecar_simulator import nvidia  # noqa: E402
+from tests.functional import test_sidecar  # noqa: E402
+from tests.functional.harness import sidecar_fixture  # noqa: E402
+
+H100_4C = 'NVIDIA H100-4C'
+TRAIT_4C = 'CUSTOM_NVIDIA_2331_H100_4C'
+
+
+class VfioVgpuTest(test_sidecar.SidecarTestBase):
+
+    def _start(self, hostname, types):
+        # fakelibvirt shows Nova the same addresses: a PF at 81:00.0 and
+        # its VFs from 81:00.1.
+        self.start_compute(
+            hostname=hostname,
+            pci_info=fakelibvirt.HostPCIDevicesInfo(num_pci=0, num_pfs=1,
+                                                    num_vfs=4),
+            host_info=fakelibvirt.HostInfo(cpu_nodes=2, cpu_sockets=1,
+                                           cpu_cores=2, cpu_threads=2,
+                                           kB_mem=16 * 1024 * 1024))
+        sim = nvidia.NvidiaHost()
+        card = sim.add_vfio_vgpu_card(num_vfs=4, types=types)
+        self.hosts[hostname] = sim.host
+        conn = self.computes[hostname].driver._host.get_connection()
+        self.sidecars[hostname] = self.useFixture(
+            sidecar_fixture.SidecarFixture(
+                hostname, sim, self.broker.transport_url,
+                self.placement_url, lambda: conn, drivers=('gpu',),
+                cyborg_url=self.cyborg.endpoint))
+        return card
+
+    def _providers(self):
+        rps = self.placement.get('/resource_providers',
+                                 version='1.14').body['resource_providers']
+        return {rp['name'] for rp in rps}
+
+    def test_typed_vfs_offered_and_passed_unmanaged(self):
+        card = self._start('compute1', {0: H100_4C, 2: H100_4C})
+        typed = [card.vfs[0], card.vfs[2]]
+        names = ['compute1_' + vf for vf in typed]
+        for name in names:
+            self.assertEqual(1, self.inventory(name)['VGPU']['total'])
+            self.assertIn(TRAIT_4C, self.traits(name))
+        providers = self._providers()
+        for vf in (card.vfs[1], card.vfs[3], card.pf):
+            self.assertNotIn('compute1_' + vf, providers)
+
+        _name, flavor = self.create_profile_flavor([{
+            'resources:VGPU': '1', 'trait:' + TRAIT_4C: 'required'}])
+        server = self.boot(flavor)
+        (arq,) = self.cyborg.list_arqs(server['id'])
+        self.assertEqual(('Bound', 'PCI', 'no'), (
+            arq['state'], arq['attach_handle_type'],
+            arq['attach_handle_info']['managed']))
+        vf = self.arq_bdf(arq)
+        self.assertIn(vf, typed)
+        root = ElementTree.fromstring(self.domain_xml(server))
+        (hostdev,) = root.findall('./devices/hostdev[@type="pci"]')
+        self.assertEqual(('subsystem', 'no'), (hostdev.get('mode'),
+                                               hostdev.get('managed')))
+        self.assertEqual([vf], self.hostdev_bdfs(server))
+        self.assertEqual({'VGPU': 1}, {
+            rc: n for alloc in self.allocations(server['id']).values()
+            for rc, n in alloc['resources'].items() if rc == 'VGPU'})
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
