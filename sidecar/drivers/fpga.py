@@ -24,6 +24,13 @@ region trait the ``compat_id`` of the port's PR region under the FME.
 Their health (:mod:`sidecar.drivers.dfl_health`) reads the FME's and the
 ports' ``errors/*``; the DFL manager's ``state`` (always ``unknown``) is
 no fault.
+
+Xilinx Alveo cards (:mod:`sidecar.sources.xrt`: U200, U250, U280, U50,
+U55C) register no region: the card is its user PF (``xocl``), one
+deployable attached as that PF, whose function is the loaded xclbin's
+UUID (``xclbinuuid``) and whose region traits are the shell's
+``interface_uuids``; the management PF (``xclmgmt``) of the same slot is
+named in the device's board info and never offered to a guest.
 """
 
 import dataclasses
@@ -42,6 +49,7 @@ from sidecar.drivers import dfl_health
 from sidecar.sources import base as sources
 from sidecar.sources import dfl
 from sidecar.sources import sysfs
+from sidecar.sources import xrt
 
 LOG = logging.getLogger(__name__)
 
@@ -91,6 +99,8 @@ class FpgaDriver(base.DiscoveryDriver):
         self.problems = sources.ProblemLog(LOG)
         self._pf_of = {}  # every claimed address: its PF's address
         self._dfl_ports = {}  # a DFL deployable's name: its DflPort
+        self._xrt_cards = {}  # an Alveo user PF's address: its XrtCard
+        self._xrt_seen = {}  # an Alveo user PF: the function last read
 
     def _discover(self):
         functions = self.source.functions()
@@ -145,8 +155,54 @@ class FpgaDriver(base.DiscoveryDriver):
                 devices.append(device)
                 for function in device.functions():
                     pf_of[function] = address
+            devices.extend(self._xrt_devices(by_address))
         self._pf_of = pf_of
         self._dfl_ports = dfl_ports
+        return devices
+
+    def _xrt_devices(self, by_address):
+        """The Devices of Alveo cards: the user PF, one deployable."""
+        found, skipped = xrt.cards(self.sysfs_root)
+        for address, why in skipped:
+            self.problems.warning('Skipping Alveo card %s: %s', address, why)
+        devices, cards = [], {}
+        for address, card in sorted(found.items()):
+            user = by_address.get(address)
+            if user is None:
+                LOG.debug('FPGA %s: PCI function left out', address)
+                continue
+            try:
+                if card.attached:
+                    function_id = card.xclbin_uuid()
+                    self._xrt_seen[address] = function_id
+                    interfaces = card.interface_uuids()
+                else:
+                    # A guest has it: xocl's attributes are gone, the
+                    # card keeps what it had loaded.
+                    function_id = self._xrt_seen.get(address)
+                    interfaces = ()
+            except sources.MalformedDevice as exc:
+                self.problems.warning('Skipping Alveo card %s (user PF, '
+                                      '%s): %s', address, card.driver, exc)
+                continue
+            vendor = vendor_name(user.vendor_id)
+            traits = {os_traits.OWNER_CYBORG, 'CUSTOM_FPGA_' + vendor.upper()}
+            traits.update('_'.join(('CUSTOM_FPGA_REGION', vendor.upper(),
+                                    u.upper())) for u in interfaces)
+            if function_id:
+                traits.add(function_trait(vendor, function_id))
+            cards[address] = card
+            devices.append(model.Device(
+                type='FPGA', vendor=user.vendor_id, model=user.product_id,
+                address=address, std_board_info=(
+                    ('class', user.class_id), ('mgmt_pf', card.mgmt),
+                    ('product_id', user.product_id)),
+                driver_name=vendor, deployables=(model.Deployable(
+                    name=address, resource_class=orc.FPGA,
+                    num_accelerators=1, traits=tuple(sorted(traits)),
+                    attach_handles=(model.AttachHandle('PCI', address),),
+                    driver_name=vendor),)))
+        self._xrt_cards = cards
         return devices
 
     def _dfl_device(self, by_address, card, dfl_ports):
@@ -248,6 +304,10 @@ class FpgaDriver(base.DiscoveryDriver):
             return observation
         if any(dep.name in self._dfl_ports for dep in device.deployables):
             return dfl_health.observe(self.sysfs_root, device, observation)
+        card = self._xrt_cards.get(device.address)
+        if card is not None:
+            return dataclasses.replace(observation, problems=(
+                observation.problems + _xrt_problems(self.sysfs_root, card)))
         functions = device.functions()
         regions = [r for r in sysfs.fpga_regions(self.sysfs_root)
                    if r.address in functions]
@@ -288,6 +348,13 @@ class FpgaDriver(base.DiscoveryDriver):
         """The function id (32 lower-case hex digits) loaded in the FPGA
         ``address``, read now, or None when none is (or it is unreadable).
         """
+        card = self._xrt_cards.get(address)
+        if card is not None:
+            try:
+                return card.xclbin_uuid()
+            except sources.MalformedDevice as exc:
+                LOG.warning('FPGA %s (Alveo user PF): %s', address, exc)
+                return None
         port = self._dfl_ports.get(address)
         if port is not None:
             what, path = port.name, os.path.join(port.path, 'afu_id')
@@ -299,6 +366,25 @@ class FpgaDriver(base.DiscoveryDriver):
         except sources.MalformedDevice as exc:
             LOG.warning('FPGA %s (%s): %s', address, what, exc)
             return None
+
+
+def _xrt_problems(sysfs_root, card):
+    """The management PF is there; the user PF, while ``xocl`` has it,
+    is ``ready`` (its mailbox to ``xclmgmt`` is up: xocl_sysfs.c)."""
+    problems = ()
+    if not os.path.lexists(os.path.join(sysfs_root, 'bus', 'pci',
+                                        'devices', card.mgmt)):
+        problems += ('its management PF %s is gone' % card.mgmt,)
+    if xrt.bound_driver(card.path) == xrt.USER_DRIVER:
+        ready = card.read('ready')
+        try:
+            up = ready is not None and int(ready, 16) != 0
+        except ValueError:
+            up = False
+        if not up:
+            problems += ('its user PF is not ready (xocl ready is %r)'
+                         % ready,)
+    return problems
 
 
 def _read_id(path):
