@@ -13,8 +13,18 @@ the daemon's configuration::
     nova-cyborg-sidecar-manage device program 0000:81:00.0 <image uuid>
     nova-cyborg-sidecar-manage journal show
 
+Two commands need no daemon and change nothing on the host:
+``discover`` (:mod:`sidecar.cmd.discover`) prints what this host would
+report and why each other PCI function is left out; ``capture``
+(:mod:`sidecar.cmd.capture`) writes the sysfs the sidecar reads into an
+archive to attach to a bug report::
+
+    nova-cyborg-sidecar-manage --config-file ... discover [-f json]
+    nova-cyborg-sidecar-manage --config-file ... capture --output host.tar.gz
+
 Exit status: 0 done, 1 refused by the daemon (the message says why), 2 the
-daemon cannot be reached.
+daemon cannot be reached (or, for ``discover`` and ``capture``, the
+configuration or the host cannot be read).
 """  # noqa: E501
 
 import json
@@ -23,6 +33,9 @@ import sys
 from oslo_config import cfg
 
 from sidecar import conf as sidecar_conf
+from sidecar import exception
+from sidecar.cmd import capture
+from sidecar.cmd import discover
 from sidecar.daemon import control
 
 FORMATS = ('table', 'json')
@@ -59,6 +72,18 @@ def _add_commands(subparsers):
     jsub.required = True
     p = jsub.add_parser('show', help='Jobs started and not finished.')
     _add_format(p)
+    p = subparsers.add_parser(
+        'discover', help='Run discovery once without the daemon, '
+        'read-only: what this host would report, and why each other PCI '
+        'function is left out.')
+    _add_format(p)
+    p = subparsers.add_parser(
+        'capture', help='Write the sysfs files the sidecar reads (serial '
+        'numbers and MAC addresses scrubbed) into a tar.gz archive for a '
+        'bug report.')
+    p.add_argument('-o', '--output', default=capture.DEFAULT_OUTPUT,
+                   help='Archive to write (default: %(default)s); refused '
+                        'if it exists.')
 
 
 CATEGORY = cfg.SubCommandOpt('category', title='Commands',
@@ -118,6 +143,77 @@ def table(rows, columns):
     return '\n'.join(out)
 
 
+DISCOVER_COLUMNS = ('device', 'type', 'driver', 'provider',
+                    'resource_class', 'amount', 'traits', 'attach_handles',
+                    'health')
+SKIPPED_COLUMNS = ('device', 'vendor:product', 'class', 'bound_driver',
+                   'why not reported')
+
+
+def _handle_text(handle):
+    text = '%s %s' % (handle['type'], handle['address'])
+    if handle.get('mdev_type'):
+        text += ' %s' % handle['mdev_type']
+    if handle['count'] > 1:
+        text += ' x%d' % handle['count']
+    return text
+
+
+def _health_text(health):
+    text = '; '.join([health['state']] + health['problems'])
+    if health.get('aer_fatal'):
+        text += ' (AER fatal counts: %s)' % _cell(health['aer_fatal'])
+    return text
+
+
+def render_discover(result, fmt):
+    if fmt == 'json':
+        return json.dumps(result, indent=2, sort_keys=True)
+    rows = []
+    for device in result['devices']:
+        for dep in device['deployables']:
+            rows.append({
+                'device': device['address'], 'type': device['type'],
+                'driver': device['driver'], 'provider': dep['provider'],
+                'resource_class': dep['resource_class'],
+                'amount': dep['amount'], 'traits': dep['traits'],
+                'attach_handles': [_handle_text(h)
+                                   for h in dep['attach_handles']],
+                'health': _health_text(device['health'])})
+    skipped = [{'device': s['address'],
+                'vendor:product': '%s:%s' % (s['vendor_id'],
+                                             s['product_id']),
+                'class': s['class_id'], 'bound_driver': s['bound_driver'],
+                'why not reported': ' | '.join(s['reasons'])}
+               for s in result['not_reported']]
+    out = ['Host %s, drivers %s, sysfs %s' % (
+        result['host'], ', '.join(result['drivers']) or '(none)',
+        result['sysfs_root']),
+        'Would report %d device(s):' % len(result['devices']),
+        table(rows, DISCOVER_COLUMNS),
+        'Not reported: %d PCI function(s):' % len(skipped),
+        table(skipped, SKIPPED_COLUMNS)]
+    if result['notes']:
+        out.append('Notes:')
+        out.extend('- ' + note for note in result['notes'])
+    return '\n'.join(out)
+
+
+def _local(conf, stdout, stderr):
+    """``discover`` and ``capture``: no daemon, nothing changed."""
+    try:
+        if conf.category.name == 'discover':
+            text = render_discover(discover.discover(conf),
+                                   conf.category.format)
+        else:
+            text = capture.capture(conf, conf.category.output)
+    except (OSError, ValueError, exception.SidecarError) as exc:
+        stderr.write('%s failed: %s\n' % (conf.category.name, exc))
+        return 2
+    stdout.write(text + '\n')
+    return 0
+
+
 def render(result, fmt, journal=False):
     if fmt == 'json':
         return json.dumps(result, indent=2, sort_keys=True)
@@ -133,6 +229,8 @@ def main(argv=None, stdout=None, stderr=None):
     conf.register_cli_opt(CATEGORY)
     conf(sys.argv[1:] if argv is None else argv, project='nova-cyborg',
          prog='nova-cyborg-sidecar-manage')
+    if conf.category.name in ('discover', 'capture'):
+        return _local(conf, stdout, stderr)
     path = control.socket_path(conf.sidecar.state_path)
     request = _request(conf)
     try:
