@@ -25,7 +25,8 @@ from sidecar import privileged
 LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'nova_cyborg.sidecar.programmers'
-_PLACEHOLDER_RE = re.compile(r'\{(address|bitstream)\}')
+_PLACEHOLDER_RE = re.compile(
+    r'\{(address|bitstream|segment|bus|device|function)\}')
 _DRIVER_NAME_RE = re.compile(r'^[A-Za-z0-9_]{1,32}$')
 _STDERR_TAIL = 500
 
@@ -165,7 +166,10 @@ class CommandProgrammer(Programmer):
 
     The command is split with shlex; in each resulting argument
     ``{address}`` and ``{bitstream}`` are replaced by the PCI address and
-    the absolute path of the bitstream, and nothing else is interpreted.
+    the absolute path of the bitstream, and ``{segment}``, ``{bus}``,
+    ``{device}`` and ``{function}`` by the address's parts in hex (as
+    OPAE's ``fpgaconf --segment 0x{segment} -B 0x{bus} -D 0x{device}``
+    takes them); nothing else is interpreted.
     """
 
     def __init__(self, conf):
@@ -189,7 +193,9 @@ class CommandProgrammer(Programmer):
                 reason='it has no {bitstream} placeholder')
 
     def argv(self, address, bitstream_path):
-        values = {'address': address, 'bitstream': bitstream_path}
+        values = dict(zip(('segment', 'bus', 'device', 'function'),
+                          model.parse_bdf(address)),
+                      address=address, bitstream=bitstream_path)
         return [_PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], arg)
                 for arg in self.template]
 

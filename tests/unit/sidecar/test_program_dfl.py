@@ -90,7 +90,9 @@ class DflProgramTest(simhost.SimHostTestCase):
         self.config.config(dfl_dev_dir=self.dev, programmer=self.PROGRAMMER,
                            program_command=' '.join((
                                sys.executable, fpgaconf.__file__,
-                               '--sysfs-root', self.root, '{bitstream}')),
+                               '--sysfs-root', self.root,
+                               '--segment', '0x{segment}', '-B', '0x{bus}',
+                               '-D', '0x{device}', '{bitstream}')),
                            group='fpga')
         self.inventory = inventory.Inventory(
             [fpga.FpgaDriver(self.conf, sysfs.SysfsSource(self.root))])
@@ -213,7 +215,9 @@ class SriovDflProgramTest(DflProgramTest):
 
 
 class FpgaconfProgramTest(DflProgramTest):
-    """``programmer = command`` with (the simulator's) OPAE fpgaconf: the
+    """``programmer = command`` with (the simulator's) OPAE fpgaconf, the
+    card chosen by the deployable's segment, bus and device (the same for
+    the VF of a released port as for its PF, which holds the FME): the
     manager reads the function back from the port's afu_id."""
 
     PROGRAMMER = 'command'
