@@ -176,6 +176,21 @@ GPU_OPTS = [
                      'the host\'s own display (a VGA controller with '
                      '``boot_vga`` 1) and BMC display controllers (ASPEED, '
                      'Matrox) are never reported.'),
+    cfg.DictOpt('mdev_max_instances',
+                default={},
+                help='How many vGPUs of an mdev type one GPU with SR-IOV '
+                     'can host, as ``<mdev type>:<count>`` items, for '
+                     'example ``nvidia-474:4``: what Nova\'s '
+                     '``[mdev_<type>] max_instances`` says. On such a GPU '
+                     '(vGPU 16 and earlier on A100, A30, A40, A16) each VF '
+                     'is the mdev parent of at most one vGPU and says 1 '
+                     'available while the GPU is not full, so only the '
+                     'operator knows how many fit (the GPU\'s framebuffer '
+                     'over the type\'s). The ``gpu`` driver reports such a '
+                     'GPU as one VGPU provider of this many (at most one '
+                     'per VF offering the type). Without an entry it '
+                     'reports what the VFs say, summed, and warns that it '
+                     'may be more than the GPU hosts.'),
 ]
 
 FPGA_OPTS = [

@@ -67,6 +67,20 @@ def parse_selectors(items):
     return [_selector(item) for item in items if item.strip()]
 
 
+def parse_max_instances(items):
+    """``{mdev type: count}`` of ``[gpu] mdev_max_instances``."""
+    result = {}
+    for type_id, count in items.items():
+        text = (count or '').strip()
+        if not text.isdigit() or int(text) < 1:
+            raise exception.InvalidArgument(
+                name='[gpu] mdev_max_instances',
+                reason='%s:%r is not <mdev type>:<count of 1 or more>'
+                       % (type_id, count))
+        result[type_id.strip()] = int(text)
+    return result
+
+
 def selected(selectors, function):
     for selector in selectors:
         if selector[0] == 'address':
@@ -143,6 +157,7 @@ class GpuDriver(base.DiscoveryDriver):
         self.migratable_types = frozenset(
             conf.gpu.live_migratable_mdev_types)
         self.selectors = parse_selectors(conf.gpu.device_selector)
+        self.max_instances = parse_max_instances(conf.gpu.mdev_max_instances)
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
 
@@ -163,6 +178,7 @@ class GpuDriver(base.DiscoveryDriver):
         devices = []
         vgpus = {}
         vfio_vfs = {}  # PF address: its vendor-VFIO VFs, selected
+        mdev_vfs = {}  # PF address: its VFs that are mdev parents
         with self.problems.cycle():
             if not self.selectors:
                 self.problems.warning(
@@ -187,6 +203,9 @@ class GpuDriver(base.DiscoveryDriver):
                     vfio_vfs.setdefault(function.physfn, []).append(function)
                     continue
                 offered.update(t.type_id for t in function.mdev_types)
+                if function.is_vf and function.mdev_types:
+                    mdev_vfs.setdefault(function.physfn, []).append(function)
+                    continue
                 device = self._device(function, with_vfs)
                 last = self._vgpus.get(function.address)
                 if last is not None and not function.mdev_types:
@@ -203,6 +222,10 @@ class GpuDriver(base.DiscoveryDriver):
             for pf in sorted(vfio_vfs):
                 device = self._vfio_device(pf, vfio_vfs[pf],
                                            catalog.get(pf, {}))
+                if device is not None:
+                    devices.append(device)
+            for pf in sorted(mdev_vfs):
+                device = self._sriov_mdev_device(pf, mdev_vfs[pf])
                 if device is not None:
                     devices.append(device)
             for type_id in self.enabled_types:
@@ -266,6 +289,60 @@ class GpuDriver(base.DiscoveryDriver):
         return model.Device(
             type='GPU', vendor=first.vendor_id, model=first.product_id,
             address=pf, deployables=tuple(deployables),
+            std_board_info=(('class', first.class_id),
+                            ('product_id', first.product_id)),
+            driver_name=vendor_name(first.vendor_id))
+
+    def _sriov_mdev_device(self, pf, vfs):
+        """One GPU Device for the SR-IOV GPU at ``pf`` whose VFs ``vfs``
+        are mdev parents (vGPU 16 and earlier): one VGPU deployable for
+        the first enabled type its VFs offer, of what the GPU can host,
+        with an MDEV attach handle per VF offering it (each VF hosts at
+        most one vGPU). Its size comes from ``[gpu] mdev_max_instances``
+        and stays as the GPU fills (its free VFs then say 0); without an
+        entry it is the VFs' capacities summed, with a warning."""
+        mdev_type = None
+        for type_id in self.enabled_types:
+            parents = [(vf, vf.mdev_type(type_id)) for vf in vfs
+                       if vf.mdev_type(type_id) is not None]
+            if parents:
+                mdev_type = parents[0][1]
+                break
+        if mdev_type is None:
+            LOG.debug('GPU %s: its VFs offer no enabled mdev type: not '
+                      'reported', pf)
+            return None
+        type_id = mdev_type.type_id
+        held = sum(len(t.mdevs) for _vf, t in parents)
+        limit = self.max_instances.get(type_id)
+        if limit is None:
+            size = sum(t.capacity for _vf, t in parents)
+            self.problems.warning(
+                'GPU %s: [gpu] mdev_max_instances has no entry for %s, so '
+                'the VGPU inventory is what its %d VFs say (%d), which may '
+                'be more than the GPU hosts: set it to the count of %s one '
+                'GPU fits', pf, type_id, len(parents), size, type_id)
+        else:
+            size = max(min(limit, len(parents)), held)
+        if not size:
+            self.problems.warning(
+                'Skipping GPU %s: mdev type %s has no instance available '
+                'and none created (is another type in use?)', pf, type_id)
+            return None
+        first = parents[0][0]
+        traits = {os_traits.OWNER_CYBORG, gpu_trait(first, mdev_type)}
+        if type_id in self.migratable_types:
+            traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
+        deployable = model.Deployable(
+            name=pf, resource_class=orc.VGPU, num_accelerators=size,
+            traits=tuple(sorted(traits)),
+            attach_handles=tuple(model.AttachHandle('MDEV', vf.address,
+                                                    type_id)
+                                 for vf, _t in parents),
+            driver_name=vendor_name(first.vendor_id))
+        return model.Device(
+            type='GPU', vendor=first.vendor_id, model=first.product_id,
+            address=pf, deployables=(deployable,),
             std_board_info=(('class', first.class_id),
                             ('product_id', first.product_id)),
             driver_name=vendor_name(first.vendor_id))

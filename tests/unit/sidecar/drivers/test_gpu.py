@@ -197,10 +197,15 @@ class GpuDriverTest(simhost.SimHostTestCase):
         host.write(self.root + '/vf')
         self.source = sysfs.SysfsSource(self.root + '/vf')
         self.assertEqual({}, self._devices())
+        # A VF that is an mdev parent is offered through its GPU (see
+        # test_gpu_sriov_mdev), never whole.
         devices = self._devices('nvidia-468')
-        self.assertEqual(['0000:81:00.3'], list(devices))
+        self.assertEqual(['0000:81:00.0'], list(devices))
+        (dep,) = devices['0000:81:00.0'].deployables
         self.assertEqual(('CUSTOM_NVIDIA_20B0_A100_4C', 'OWNER_CYBORG'),
-                         devices['0000:81:00.3'].deployables[0].traits)
+                         dep.traits)
+        self.assertEqual(['0000:81:00.3'],
+                         [h.address for h in dep.attach_handles])
 
 
 # cyborg's NVIDIA driver trait for (vendor, product, type name), run in a
