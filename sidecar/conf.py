@@ -327,3 +327,26 @@ def list_opts():
     result.extend((group, _ksa_opts(group)) for group in KSA_GROUPS)
     result.append(('sidecar_privsep', priv_context.OPTS))
     return result
+
+
+HEALTH_OPTS = [
+    cfg.IntOpt('unknown_after',
+               default=600, min=1,
+               help='Seconds without a good reading of a device\'s health '
+                    '(its sysfs health files unreadable, or its check '
+                    'failing) after which the device is Unknown: held out '
+                    'of scheduling like an unhealthy one, with the trait '
+                    '``CUSTOM_HEALTH_UNKNOWN`` and a reason giving the age '
+                    'of the last good reading. Until then it keeps its '
+                    'last verdict.'),
+    cfg.ListOpt('link_speed_exempt_classes',
+                default=['03'],
+                help='PCI class prefixes (hex, as in the ``class`` file '
+                     'without ``0x``) of devices whose PCIe link speed '
+                     'below its maximum is no fault: display controllers '
+                     '(``03``) lower their link speed when idle to save '
+                     'power. A link narrower than it can be, or down, is a '
+                     'fault for every device.'),
+]
+
+GROUPS['health'] = HEALTH_OPTS

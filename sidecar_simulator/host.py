@@ -139,6 +139,9 @@ class SimulatedHost:
         self.functions = {}  # address: SimFunction, in creation order
         self.root = None
         self._regions = 0
+        #: function address: the PCIe port above it in ``devices/``
+        #: (:mod:`sidecar_simulator.pci_health`); none: on the root bus.
+        self.ports = {}
 
     # -- building ---------------------------------------------------------
 
@@ -218,8 +221,9 @@ class SimulatedHost:
     # -- sysfs ------------------------------------------------------------
 
     def _dir(self, address, *parts):
+        port = self.ports.get(address)
         return os.path.join(self.root, 'devices', 'pci%04x:00' % self.domain,
-                            address, *parts)
+                            *((port,) if port else ()), address, *parts)
 
     def write(self, root):
         """Write the whole sysfs tree under ``root``; returns ``root``.

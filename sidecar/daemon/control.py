@@ -23,6 +23,7 @@ from oslo_utils import uuidutils
 
 from sidecar import exception
 from sidecar import model
+from sidecar.discovery import health as health_mod
 from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ class Control:
             'vendor': device.vendor,
             'model': device.model,
             'enabled': not any(r in reasons for r in ('disabled', 'new')),
-            'health': 'unhealthy' if 'unhealthy' in reasons else 'ok',
+            'health': ('ok' if 'unhealthy' not in reasons else 'unknown'
+                       if health_mod.is_unknown(reasons['unhealthy'])
+                       else 'unhealthy'),
             'held': reasons,
             'functions': sorted(
                 t for dep in device.deployables for t in dep.traits

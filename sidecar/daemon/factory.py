@@ -14,6 +14,7 @@ from sidecar.daemon import service
 from sidecar.discovery import domains as domains_mod
 from sidecar.discovery import guests
 from sidecar.discovery import health
+from sidecar.discovery import health_wiring
 from sidecar.discovery import inventory as inventory_mod
 from sidecar.program import conductor_view
 from sidecar.program import cyborg
@@ -51,7 +52,7 @@ def build(conf, transport=None, connect=None):
     else:
         source = sysfs.SysfsSource(conf.sidecar.sysfs_root)
     transport = transport or rpc.get_transport(conf)
-    inventory = health.MonitoredInventory(
+    inventory = health_wiring.MonitoredInventory(
         inventory_mod.load_drivers(conf, source))
     domains = domains_mod.DomainInspector(connect)
     placement = placement_mod.PlacementClient(conf)
@@ -65,7 +66,9 @@ def build(conf, transport=None, connect=None):
     inventory.monitor = health.Monitor(
         conf.host, conf.sidecar.sysfs_root, holds=holds,
         state_path=conf.sidecar.state_path,
-        users=health.users_from(placement, domains, conf.sidecar.sysfs_root))
+        users=health_wiring.users_from(placement, domains,
+                                       conf.sidecar.sysfs_root),
+        unknown_after=conf.health.unknown_after)
     programs = program.ProgramManager(
         conf.host, inventory, programmers.ByDriver(conf),
         glance.ImageClient(conf), placement, domains,

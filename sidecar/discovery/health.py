@@ -10,15 +10,27 @@ verdict per device each discovery cycle:
   its attach handles' functions did (a VF removed from the bus: kept in
   the report too, see :mod:`sidecar.discovery.vanished`);
 - a fatal PCIe AER count (``aer_dev_fatal``, ``TOTAL_ERR_FATAL``) of one
-  of its functions rose above the count first seen (the baseline, kept in
-  ``<state_path>/health.json`` so a restart does not forgive it); it is
-  healthy again when the count falls back to the baseline or below (the
-  kernel zeroes it when the device is reset and enumerated again);
-  non-fatal counts (``aer_dev_nonfatal``) are logged, not held;
+  of its functions, or of the upstream port above it (its fatal total,
+  its Surprise Down count, a root port's ``aer_rootport_total_err_fatal``:
+  :mod:`sidecar.discovery.pci_health`), rose above the count first seen
+  (the baseline, kept in ``<state_path>/health.json`` so a restart does
+  not forgive it); it is healthy again when the count falls back to the
+  baseline or below (the kernel zeroes it when the device is reset and
+  enumerated again; a device that comes back after it was gone takes its
+  port's counts then as the new baseline); non-fatal counts
+  (``aer_dev_nonfatal``) are logged, not held;
+- its PCIe link runs below what the device and its port can do, or its
+  config space reads ``0xffff`` (:mod:`sidecar.discovery.pci_health`);
 - an FPGA region's or manager's ``state`` is an error (``... error``,
   ``power off``, ``unknown``); a manager loading a bitstream (``write``,
   ``write init`` ...) keeps the previous verdict;
 - a VGPU's parent function lost ``mdev_supported_types``.
+
+A device whose health files cannot be read (an ``EIO``, a driver's check
+that raises) keeps its verdict; after ``[health] unknown_after`` seconds
+without a good reading it is *Unknown* (as Kubernetes' KEP-4680 marks a
+device): held like an unhealthy one, with :data:`UNKNOWN_TRAIT` and a
+reason naming the age of the last good reading.
 
 An unhealthy device is held (:mod:`sidecar.state.holds`, reason ``unhealthy``):
 its providers are reserved in Placement, nothing new lands on it; its
@@ -30,18 +42,22 @@ provider. The servers holding allocations on it are named in a WARNING.
 import dataclasses
 import os
 import threading
+import time
 
 from oslo_log import log as logging
 
-from sidecar.discovery import inventory
+from sidecar.discovery import pci_health
 from sidecar.discovery import vanished as vanished_mod
-from sidecar.program import manager as program
-from sidecar.report import reporter as report
 from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 
 UNHEALTHY_TRAIT = 'CUSTOM_HEALTH_UNHEALTHY'
+UNKNOWN_TRAIT = 'CUSTOM_HEALTH_UNKNOWN'
+#: The reason of a device whose health was not read for too long.
+UNKNOWN = 'health unknown: no good reading for %d s (%s)'
+#: Display controllers lower their link speed when idle (not a fault).
+LINK_SPEED_EXEMPT = ('03',)
 GONE = 'device gone from the host (no %s in sysfs)'
 #: A function of the device (a VF, its attach handle) left sysfs.
 FUNCTION_GONE = 'device gone: its function %s left the host (not in sysfs)'
@@ -58,13 +74,17 @@ class Observation:
 
     ``problems``: phrases for what is wrong regardless of history;
     ``fatal``/``nonfatal``: ``{function address: AER count}`` of the
-    functions that show counters; ``busy``: a state that gives no verdict.
+    functions that show counters (and the upstream port's counters, keyed
+    ``'<port> <kind>'``, :data:`sidecar.discovery.pci_health.PHRASES`);
+    ``busy``: a state that gives no verdict; ``unreadable``: what could
+    not be read (no good reading).
     """
     gone: bool = False
     problems: tuple = ()
     fatal: tuple = ()      # sorted (address, count) pairs
     nonfatal: tuple = ()
     busy: bool = False
+    unreadable: tuple = ()
 
 
 def device_dir(sysfs_root, address):
@@ -105,16 +125,41 @@ def aer_counts(sysfs_root, addresses, name, total):
     return tuple(result)
 
 
-def pci_observation(sysfs_root, device):
-    """Presence and AER counters of ``device`` (a :class:`model.Device`)."""
-    if not os.path.isdir(device_dir(sysfs_root, device.address)):
+def pci_observation(sysfs_root, device, conf=None):
+    """Presence, AER counters (the functions' and the upstream port's),
+    link and config space of ``device`` (a :class:`model.Device`);
+    ``conf`` gives ``[health] link_speed_exempt_classes``."""
+    path = device_dir(sysfs_root, device.address)
+    if not os.path.isdir(path):
         return Observation(gone=True, problems=(GONE % device.address,))
     functions = device.functions()
+    fatal = list(aer_counts(sysfs_root, functions, 'aer_dev_fatal',
+                            'TOTAL_ERR_FATAL'))
+    problems, unreadable = [], []
+    exempt = (conf.health.link_speed_exempt_classes if conf is not None
+              else LINK_SPEED_EXEMPT)
+    port = pci_health.upstream_port(sysfs_root, device.address)
+
+    def check(what, *args):
+        try:
+            return what(*args)
+        except pci_health.Unreadable as exc:
+            unreadable.append(str(exc))
+    if port is not None:
+        fatal.extend(check(pci_health.port_counters, *port) or ())
+    problems.append(check(pci_health.config_problem, path))
+    if not pci_health.is_vf(path):
+        cls = check(pci_health.class_id, path) or ''
+        speed = not any(e and cls.startswith(e.strip().lower())
+                        for e in exempt)
+        problems.append(check(pci_health.link_problem, path,
+                              port and port[1], speed))
     return Observation(
-        fatal=aer_counts(sysfs_root, functions, 'aer_dev_fatal',
-                         'TOTAL_ERR_FATAL'),
+        problems=tuple(p for p in problems if p),
+        fatal=tuple(sorted(fatal)),
         nonfatal=aer_counts(sysfs_root, functions, 'aer_dev_nonfatal',
-                            'TOTAL_ERR_NONFATAL'))
+                            'TOTAL_ERR_NONFATAL'),
+        unreadable=tuple(unreadable))
 
 
 def fpga_problems(region):
@@ -155,12 +200,17 @@ def mdev_problems(sysfs_root, device):
     return tuple(problems)
 
 
-def with_trait(device):
-    """``device`` with :data:`UNHEALTHY_TRAIT` on every deployable."""
+def with_trait(device, trait=UNHEALTHY_TRAIT):
+    """``device`` with ``trait`` on every deployable."""
     return dataclasses.replace(device, deployables=tuple(
         dataclasses.replace(dep, traits=tuple(sorted(
-            set(dep.traits) | {UNHEALTHY_TRAIT})))
+            set(dep.traits) | {trait})))
         for dep in device.deployables))
+
+
+def is_unknown(problems):
+    """Whether a hold reason is the Unknown state's."""
+    return (problems or '').startswith(UNKNOWN.split(':')[0])
 
 
 class Monitor:
@@ -172,14 +222,22 @@ class Monitor:
         None to keep them in memory.
     :param users: ``users(host, device)`` returns the servers using the
         device (for the log), or None.
+    :param unknown_after: seconds without a good reading after which a
+        device is Unknown (``[health] unknown_after``).
+    :param clock: returns the time in seconds (``time.time``).
     """
 
     def __init__(self, host, sysfs_root, holds=None, state_path=None,
-                 users=None):
+                 users=None, unknown_after=600, clock=time.time):
         self.host = host
         self.sysfs_root = sysfs_root
         self.holds = holds
         self._users = users
+        self.unknown_after = unknown_after
+        self._clock = clock
+        self._good = {}       # address: time of the last good reading
+        self._gone = set()    # addresses gone at the last cycle
+        self._failing = set()  # addresses whose health was not read
         self._baselines = _Baselines(state_path)
         self._vanished = vanished_mod.Vanished(sysfs_root, state_path)
         self._lock = threading.Lock()
@@ -216,11 +274,18 @@ class Monitor:
         for address, (driver, device) in sorted(current.items()):
             try:
                 observation = driver.health(device)
-            except Exception:
+            except Exception as exc:
                 LOG.exception('Health check of %s failed; its verdict is '
                               'kept', address)
-                observation = Observation(busy=True)
+                observation = Observation(unreadable=(
+                    'its health check failed: %s' % exc,))
+            self._rebaseline(address, observation)
             problems = self._judge(address, observation)
+            if not problems and observation.unreadable:
+                problems = self._unknown(address, observation)
+            elif not observation.unreadable:
+                self._good[address] = self._clock()
+                self._failing.discard(address)
             if problems is None:  # busy: keep the verdict
                 problems = self._unhealthy.get(address)
             problems = '; '.join(
@@ -228,10 +293,50 @@ class Monitor:
                 [p for p in (problems or '').split('; ')
                  if p and not p.startswith(FUNCTION_GONE.split('%')[0])])
             self._transition(address, device, problems)
-            result.append(with_trait(device) if problems else device)
+            if problems:
+                device = with_trait(device, UNKNOWN_TRAIT
+                                    if is_unknown(problems)
+                                    else UNHEALTHY_TRAIT)
+            result.append(device)
         for address in set(self._unhealthy) - set(current):
             self._transition(address, None, None)
         return result
+
+    def _rebaseline(self, address, observation):
+        """A device back after it was gone (enumerated again) takes its
+        upstream port's counts of now as their baseline."""
+        if observation.gone:
+            self._gone.add(address)
+            return
+        if address not in self._gone:
+            return
+        self._gone.discard(address)
+        baseline = dict(self._baselines.get(address) or {})
+        ports = [key for key in baseline if pci_health.phrase(key, 0)]
+        if ports:
+            for key in ports:
+                del baseline[key]
+            self._baselines.put(address, baseline)
+            LOG.info('Device %s is back: the fatal AER counts of its '
+                     'upstream port from now on make it unhealthy', address)
+
+    def _unknown(self, address, observation):
+        """The Unknown reason, or None (keep the verdict) while the last
+        good reading is younger than ``unknown_after``."""
+        now = self._clock()
+        last = self._good.get(address)
+        since = self._good.setdefault(address, now) if last is None else last
+        why = '; '.join(observation.unreadable)
+        if now - since < self.unknown_after:
+            if address in self._failing:
+                return None
+            self._failing.add(address)
+            LOG.warning('Health of %s could not be read (%s); its verdict '
+                        'is kept until %d s without a good reading',
+                        address, why, self.unknown_after)
+            return None
+        return UNKNOWN % (now - since, 'last good reading at %s; now: %s' % (
+            time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since)), why))
 
     def _judge(self, address, observation):
         """What is wrong (a phrase), '' when healthy, None: no verdict."""
@@ -247,8 +352,10 @@ class Monitor:
                              'from before; only new ones make it '
                              'unhealthy', function, count)
             elif count > seen:
-                problems.append('%d fatal PCIe AER error(s) on %s' % (
-                    count - seen, function))
+                problems.append(
+                    pci_health.phrase(function, count - seen) or
+                    '%d fatal PCIe AER error(s) on %s' % (count - seen,
+                                                          function))
         if changed:
             self._baselines.put(address, baseline)
         for function, count in observation.nonfatal:
@@ -265,10 +372,13 @@ class Monitor:
             self._unhealthy[address] = problems
             if self.holds is not None:
                 self.holds.hold(address, 'unhealthy', problems)
-            if problems != before:
-                LOG.warning('Device %(addr)s is unhealthy: %(what)s. It is '
+            if problems != before and not (is_unknown(problems) and
+                                           is_unknown(before)):
+                LOG.warning('Device %(addr)s is %(state)s: %(what)s. It is '
                             'held out of scheduling; servers using it: '
                             '%(users)s', {'addr': address, 'what': problems,
+                                          'state': 'unknown' if is_unknown(
+                                              problems) else 'unhealthy',
                                           'users': self._named(device)})
         else:
             self._unhealthy.pop(address, None)
@@ -310,49 +420,3 @@ class _Baselines:
         self._data[key] = value
         if self._file is not None:
             self._file.save(self._data)
-
-
-class MonitoredInventory(inventory.Inventory):
-    """An :class:`sidecar.discovery.inventory.Inventory` whose ``discover()``
-    passes
-    the devices through a :class:`Monitor` (set ``monitor`` after
-    building): unhealthy devices are held and carry the health trait, gone
-    ones (and vanished functions) are reported as last seen, and
-    ``devices()`` returns them so."""
-
-    monitor = None
-
-    def discover(self):
-        devices = super().discover()
-        if self.monitor is None:
-            return devices
-        owner = {}
-        for driver in self._drivers:
-            for device in getattr(driver, 'last', ()):
-                owner[id(device)] = driver
-        devices = self.monitor.apply([(owner[id(d)], d) for d in devices
-                                      if id(d) in owner])
-        # What is reported (a vanished VF included) is what the device
-        # list, the programming checks and the guest watch see.
-        with self._lock:
-            self._devices = {d.address: d for d in devices}
-        return devices
-
-
-def users_from(placement, domains, sysfs_root):
-    """``users(host, device)`` for :class:`Monitor`: the Placement
-    consumers (server UUIDs) of the device's providers and the libvirt
-    domains using one of its functions or mdevs."""
-    def users(host, device):
-        found = set()
-        for dep in device.deployables:
-            name = report.deployable_name(host, dep)
-            found.update(placement.allocations(program.provider_uuid(name)))
-        functions = device.functions()
-        for used, domain in domains.devices_in_use().items():
-            if used in functions or any(
-                    os.path.isdir(os.path.join(device_dir(sysfs_root, f),
-                                               used)) for f in functions):
-                found.add('domain %s' % domain)
-        return found
-    return users

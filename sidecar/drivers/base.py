@@ -78,7 +78,8 @@ class DiscoveryDriver(metaclass=abc.ABCMeta):
         :class:`sidecar.discovery.health.Observation`): present, and its
         functions'
         PCIe AER counters. Drivers add their own checks."""
-        return health_mod.pci_observation(self.sysfs_root, device)
+        return health_mod.pci_observation(self.sysfs_root, device,
+                                          self.conf)
 
     @abc.abstractmethod
     def _discover(self):

@@ -8,11 +8,20 @@ has no VF. The first spec, in configuration order, that selects something
 under a PF wins. With ``live_migratable: true`` the deployable carries
 ``HW_PCI_LIVE_MIGRATABLE``: its functions' driver supports VFIO migration,
 and a server using them may be live migrated.
+
+An Intel QAT GEN4 PF (4xxx, 401xx, 402xx) serves what its
+``qat/cfg_services`` names (Documentation/ABI/testing/sysfs-driver-qat:
+``sym;asym``, ``dc``...; its VFs serve the same): the deployable carries
+``CUSTOM_QAT_SERVICE_<SERVICES>`` (``CUSTOM_QAT_SERVICE_SYM_ASYM``,
+``CUSTOM_QAT_SERVICE_DC``; in a fixed order, as the kernel treats
+``asym;sym`` as ``sym;asym``), so that a device profile asks for crypto
+or compression. Its ``qat/state`` other than ``up`` is a health fault.
 """
 
 import dataclasses
 import fnmatch
 import functools
+import os
 import re
 
 import os_resource_classes as orc
@@ -21,6 +30,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 from oslo_utils import strutils
 
+from sidecar.discovery import pci_health
 from sidecar.drivers import base
 from sidecar import exception
 from sidecar import model
@@ -34,6 +44,12 @@ _KEYS = frozenset(('vendor_id', 'product_id', 'address', 'resource_class',
 _ID = re.compile(r'^(?:0x)?[0-9a-f]{1,4}$')
 _GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
 _LEGAL = re.compile(r'^[A-Z0-9_]+$')
+#: QAT GEN4 PFs (drivers/crypto/intel/qat/qat_common/adf_accel_devices.h).
+QAT_PFS = frozenset(('4940', '4942', '4944'))
+#: cfg_services in the order of the ABI document; others follow, sorted.
+QAT_SERVICES = ('sym', 'asym', 'dc', 'dcc', 'decomp')
+_SERVICE = re.compile(r'^[a-z0-9]{1,16}$')
+QAT_TRAIT = 'CUSTOM_QAT_SERVICE_'
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,6 +76,18 @@ def pci_traits(function):
     """Upstream's generic PCI traits of one function."""
     return {'CUSTOM_PCI_' + function.vendor_id.upper(),
             'CUSTOM_PCI_PRODUCT_ID_' + function.product_id.upper()}
+
+
+def qat_trait(text):
+    """The service trait of a ``qat/cfg_services`` value; ValueError when
+    it names no service or one that is not a plain word."""
+    services = set((text or '').strip().split(';'))
+    if not services or not all(_SERVICE.match(s) for s in services):
+        raise ValueError('qat/cfg_services %r names no services' %
+                         (text or '')[:64])
+    ordered = [s for s in QAT_SERVICES if s in services] + sorted(
+        services - set(QAT_SERVICES))
+    return QAT_TRAIT + '_'.join(ordered).upper()
 
 
 def _invalid(entry, reason):
@@ -217,9 +245,51 @@ class PciDriver(base.DiscoveryDriver):
                         break
         return devices
 
+    def _is_qat(self, function):
+        return (function.vendor_id == '8086' and
+                function.product_id in QAT_PFS)
+
+    def _qat_dir(self, address):
+        return sources.sysfs_attr_path(self.sysfs_root, address, 'qat')
+
+    def _qat_traits(self, root):
+        """The service trait of a QAT PF (none when not shown)."""
+        if not self._is_qat(root):
+            return set()
+        text = sources.read_file(os.path.join(self._qat_dir(root.address),
+                                              'cfg_services'))
+        if text is None:
+            return set()
+        try:
+            return {qat_trait(text)}
+        except ValueError as exc:
+            self.problems.warning('QAT device %s: %s; it is reported '
+                                  'without a service trait', root.address,
+                                  exc)
+            return set()
+
+    def health(self, device):
+        """The PCI checks, and a QAT PF's ``qat/state``."""
+        observation = super().health(device)
+        if observation.gone or device.vendor != '8086' or \
+                device.model not in QAT_PFS:
+            return observation
+        path = os.path.join(self._qat_dir(device.address), 'state')
+        try:
+            state = pci_health.read(path)
+        except pci_health.Unreadable as exc:
+            return dataclasses.replace(observation, unreadable=(
+                observation.unreadable + (str(exc),)))
+        if state is None or state == 'up':
+            return observation
+        return dataclasses.replace(observation, problems=(
+            observation.problems + ('QAT device state is %r, not up'
+                                    % state[:32],)))
+
     def _device(self, root, spec, handles):
         traits = {os_traits.OWNER_CYBORG}
         traits.update(spec.traits)
+        traits.update(self._qat_traits(root))
         if spec.live_migratable:
             traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
         for function in handles:

@@ -5,6 +5,7 @@ import os
 import fixtures
 
 from sidecar.discovery import health
+from sidecar.discovery import health_wiring
 from sidecar.drivers import fpga
 from sidecar.drivers import gpu
 from sidecar.drivers import pci
@@ -160,7 +161,7 @@ class FpgaStateTest(HealthTestCase):
 class InventoryTest(HealthTestCase):
 
     def test_discover_goes_through_the_monitor(self):
-        inventory = health.MonitoredInventory(self.drivers)
+        inventory = health_wiring.MonitoredInventory(self.drivers)
         inventory.monitor = self.monitor
         self.assertEqual([], [d for d in inventory.discover()
                               if health.UNHEALTHY_TRAIT in
@@ -174,7 +175,7 @@ class InventoryTest(HealthTestCase):
         self.assertEqual(devices[FPGA], inventory.device(FPGA))
 
     def test_devices_keep_a_vanished_vf(self):
-        inventory = health.MonitoredInventory(self.drivers)
+        inventory = health_wiring.MonitoredInventory(self.drivers)
         inventory.monitor = self.monitor
         before = {d.address: d for d in inventory.discover()}
         faults.remove_vf(self.sim, FPGA_VF)
