@@ -139,17 +139,23 @@ def describe(sysfs_root, address):
     def attr(name):
         value = sources.read_file(os.path.join(path, name)) or ''
         return value[2:] if value.lower().startswith('0x') else value
-    driver = ''
-    try:
-        driver = os.path.basename(os.readlink(os.path.join(path, 'driver')))
-    except OSError:
-        pass
+    driver = _link_name(os.path.join(path, 'driver'))
     class_id = attr('class').lower()
     kind = next((text for prefix, text in CLASS_NAMES
                  if class_id.startswith(prefix)), 'a PCI function')
+    physfn = _link_name(os.path.join(path, 'physfn'))
+    if physfn:
+        kind += ', a VF of %s' % physfn
     return {'vendor_id': attr('vendor').lower(),
             'product_id': attr('device').lower(), 'class_id': class_id,
             'bound_driver': driver, 'kind': kind}
+
+
+def _link_name(path):
+    try:
+        return os.path.basename(os.readlink(path).rstrip('/'))
+    except OSError:
+        return ''
 
 
 def _pci_addresses(sysfs_root):
@@ -175,6 +181,11 @@ def discover(conf):
         found = [_device(conf, drivers, device) for device in
                  sorted(devices, key=lambda d: d.address)]
     reported = set().union(*(d.functions() for d in devices))
+    # A function a reported device names in its board info (an Alveo
+    # card's management PF): part of that card, never offered itself.
+    named_by = {value: (device.address, key) for device in devices
+                for key, value in device.std_board_info
+                if value not in reported}
     lines = []
     for record in records:
         text = _message(record)
@@ -190,6 +201,10 @@ def discover(conf):
         for level, text, named in lines:
             if address in named and text not in reasons:
                 reasons.append(text)
+        if not reasons and address in named_by:
+            reasons.append('part of reported device %s (its board info '
+                           'names it as %s); not offered itself'
+                           % named_by[address])
         if not reasons:
             reasons.append(
                 'no enabled driver claims it: %s, vendor %s device %s class '

@@ -9,9 +9,12 @@ import os
 import fixtures
 import testtools
 
+from sidecar.cmd import discover
 from sidecar.cmd import manage
 from sidecar_simulator import dfl
 from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia
+from sidecar_simulator import xrt
 from tests.unit.sidecar import simhost
 
 N6000 = '0000:81:00.0'   # PF; its port released to the VF 81:00.1
@@ -189,6 +192,10 @@ class DiscoverTableTest(DiscoverCase):
         skipped = rows(out[out.index('Not reported'):], 'device')
         self.assertEqual({AMD, BMC, QAT} | {NIC} | set(NIC_VFS),
                          set(skipped))
+        self.assertEqual('no enabled driver claims it: a network controller,'
+                         ' a VF of %s, vendor 8086 device 1515 class 020000,'
+                         ' bound to no driver' % NIC,
+                         skipped[NIC_VFS[0]][0][4])
 
 
 class DiscoverJsonTest(DiscoverCase):
@@ -279,3 +286,34 @@ class RowsTest(testtools.TestCase):
     def test_rows(self):
         table = manage.table([{'a': 'x', 'b': 'y'}], ('a', 'b'))
         self.assertEqual({'x': [['x', 'y']]}, rows(table, 'a'))
+
+
+class DiscoverAlveoAndVgpuTest(simhost.SimHostTestCase):
+    """The profiles of an Alveo card (XRT) and of an H100 with vGPU 17
+    VFs, on one host."""
+
+    def test_mgmt_pf_and_untyped_vfs_are_explained(self):
+        host = simulator.SimulatedHost()
+        alveo = xrt.XrtHost(host)
+        alveo.add_card('u250', address='0000:81:00.0')
+        gpus = nvidia.NvidiaHost(host)
+        card = gpus.add_vfio_vgpu_card(num_vfs=2, address='0000:3b:00.0',
+                                       types={0: 'NVIDIA H100-4C'})
+        alveo.write(self.root)
+        gpus.write(self.root)
+        self.config.config(group='sidecar', nova_config_file='',
+                           enabled_drivers=['fpga', 'gpu', 'pci'])
+        self.config.config(group='gpu', device_selector=['10de:*'])
+        result = discover.discover(self.conf)
+        self.assertEqual({'0000:81:00.1': ['0000:81:00.1'],
+                          card.pf: [card.vfs[0]]},
+                         {d['address']: [h['address'] for dep in
+                                         d['deployables'] for h in
+                                         dep['attach_handles']]
+                          for d in result['devices']})
+        why = {s['address']: s['reasons'] for s in result['not_reported']}
+        self.assertEqual({'0000:81:00.0', card.vfs[1]}, set(why))
+        self.assertEqual(['part of reported device 0000:81:00.1 (its board '
+                          'info names it as mgmt_pf); not offered itself'],
+                         why['0000:81:00.0'])
+        self.assertIn('nvidia/current_vgpu_type is 0', why[card.vfs[1]][0])
