@@ -60,7 +60,9 @@ class DflCardTest(test_sidecar.SidecarTestBase):
         link = os.path.join(self.top, hostname, 'sys')
         os.makedirs(os.path.dirname(link))
         command = ' '.join((sys.executable, fpgaconf.__file__,
-                            '--sysfs-root', link, '{bitstream}'))
+                            '--sysfs-root', link, '--segment', '0x{segment}',
+                            '-B', '0x{bus}', '-D', '0x{device}',
+                            '{bitstream}'))
         conn = self.computes[hostname].driver._host.get_connection()
         self._kernels[hostname] = conn
         self.sidecars[hostname] = self.useFixture(
