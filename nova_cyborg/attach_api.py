@@ -17,7 +17,10 @@ work happens in nova-compute and is recorded as the instance action
   count); a profile name too long to be recorded (see
   :func:`check_recordable`).
 * 403: policy (``os_compute_api:servers:accelerators:add`` and
-  ``:remove``, project member or admin by default).
+  ``:remove``, project member or admin by default); a device profile that
+  no flavor the server's project can use carries, for a caller without
+  ``os_compute_api:servers:accelerators:add:any_profile`` (admin by
+  default; see :func:`check_offered`).
 * 404: no such server.
 * 409: server locked, not ACTIVE or SHUTOFF, or busy with another task
   (an attach or detach under way included); the server's nova-compute
@@ -43,6 +46,7 @@ from nova.api.openstack import wsgi
 from nova.api import validation
 from nova.compute import api as compute
 from nova.compute import vm_states
+from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
 from webob import exc
@@ -122,6 +126,40 @@ def _server_count(context, instance):
     return total
 
 
+def offered(project_id, dp_name):
+    """Whether a flavor ``project_id`` can boot with names ``dp_name``:
+    a public flavor or a private one the project has access to, not
+    disabled (Nova's own rule for which flavors a project may use)."""
+    lookup = nova_context.RequestContext(project_id=project_id,
+                                         overwrite=False)
+    flavors = objects.FlavorList.get_all(
+        lookup, inactive=False,
+        filters={'is_public': True, 'disabled': False})
+    return any(bookkeeping.flavor_profile(f) == dp_name for f in flavors)
+
+
+def check_offered(context, instance, dp_name):
+    """Refuse a profile the server's project is not offered.
+
+    Operators decide which projects get accelerators with flavors
+    (private flavors and their access lists); addAccelerator must not
+    bypass that. A caller allowed ``add:any_profile`` (admin by default)
+    may add any profile.
+
+    :raises: webob HTTPForbidden
+    """
+    if context.can(policies.ADD_ANY_PROFILE, fatal=False,
+                   target={'user_id': instance.user_id,
+                           'project_id': instance.project_id}):
+        return
+    if not offered(instance.project_id, dp_name):
+        raise exc.HTTPForbidden(explanation=_(
+            'No flavor that project %(project)s can use offers device '
+            'profile %(profile)s; ask an operator to attach it or to give '
+            'the project a flavor with it.') % {
+                'project': instance.project_id, 'profile': dp_name})
+
+
 def _start(context, instance, method, action, dp_name):
     """Set the task state, record the action, hand over to the compute."""
     rpc.check_compute(context, instance.host)
@@ -149,6 +187,7 @@ class AcceleratorAPI(object):
         check_recordable(dp_name, groups)
         request_groups.check_limit(dp_name, request_groups.count(groups),
                                    _server_count(context, instance))
+        check_offered(context, instance, dp_name)
         if instance.vm_state == vm_states.ACTIVE:
             if nc_client.get_client(context).get_arqs_for_instance(
                     arq_owner(instance)):

@@ -171,6 +171,34 @@ class AttachTest(attach_base.AttachTestBase):
         self.assertIn('no-such-dp', msg)
         self.assert_plain(server)
 
+    def test_a_profile_no_flavor_of_the_project_offers(self):
+        """The cloud admin's private flavor carries a profile the owner's
+        project has no access to: the owner may not add it (private
+        flavors decide who gets accelerators), the admin may."""
+        self.cyborg.create_device_profile('admin-only', PROFILE)
+        with self.acting(self.cloud_admin_api):
+            self._create_flavor(
+                name='accel-admin-only', is_public=False,
+                extra_spec={'accel:device_profile': 'admin-only'})
+        with self.acting(self.owner_api):
+            server = self.boot(self.plain)
+            msg = self.refused(server, 'addAccelerator', 'admin-only', 403)
+        self.assertIn('No flavor that project %s can use offers device '
+                      'profile admin-only' % attach_base.OWNER_PROJECT, msg)
+        self.assertIsNone(self.task_state(server))
+        self.assert_plain(server)
+        # Another tenant does not see the server at all.
+        ex = self.assertRaises(
+            client.OpenStackApiException,
+            self.other_tenant_api.post_server_action, server['id'],
+            {'addAccelerator': {'device_profile': self.dp}})
+        self.assertEqual(404, ex.response.status_code)
+        # The cloud admin (project C) attaches it to the owner's server;
+        # the owner sees it.
+        self.accelerator_action(self.cloud_admin_api, server,
+                                'addAccelerator', 'admin-only')
+        self.assert_owner_has_devices(server, 'compute1', 1)
+
     def test_limits_count_the_whole_server_and_the_records(self):
         self.flags(max_accelerators_per_instance=2, group='nova_cyborg')
         server = self.boot(self.accel_flavor)

@@ -1,9 +1,15 @@
 """Checks nova-api makes before the accelerator actions reach the compute."""
 
+from nova import context
+from nova import objects
+from nova import policy as nova_policy
 from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+import webob.exc
 
 from nova_cyborg import attach_api
 from nova_cyborg import exception
+from nova_cyborg import policies
 from nova_cyborg import request_groups
 from nova_cyborg import rpc
 
@@ -42,3 +48,68 @@ class UnpluggableTest(test.NoDBTestCase):
         self.assertIn('A MDEV accelerator cannot be removed from a running '
                       'server: stop the server first.',
                       exc.format_message())
+
+
+class OfferedTest(test.TestCase):
+    """addAccelerator does not bypass the flavors' access lists: a
+    profile is added by a non-admin only where a flavor the server's
+    project can use carries it."""
+
+    OWNER = 'owner-project'
+    OTHER = 'other-project'
+
+    def setUp(self):
+        super().setUp()
+        # The unpatched Nova of the unit tests does not list these rules;
+        # the series' nova.policies.list_rules does.
+        nova_policy.init()
+        nova_policy._ENFORCER.register_defaults(policies.list_rules())
+        self.admin = context.get_admin_context()
+        self.flavor('public-dp', 'pub', is_public=True)
+        self.flavor('private-dp', 'priv', is_public=False,
+                    projects=[self.OWNER])
+        self.flavor('disabled-dp', 'off', is_public=True, disabled=True)
+
+    def flavor(self, profile, name, is_public, projects=(), disabled=False):
+        flavor = objects.Flavor(
+            context=self.admin, name=name, flavorid=name, memory_mb=512,
+            vcpus=1, root_gb=1, ephemeral_gb=0, swap=0, rxtx_factor=1.0,
+            vcpu_weight=None, disabled=disabled, is_public=is_public,
+            extra_specs={'accel:device_profile': profile})
+        flavor.create()
+        for project in projects:
+            flavor.add_access(project)
+
+    def server(self, project):
+        return objects.Instance(uuid=uuids.server, user_id='user',
+                                project_id=project)
+
+    def member(self, project):
+        return context.RequestContext('user', project, roles=['member'])
+
+    def test_public_and_granted_private_flavors_offer(self):
+        self.assertTrue(attach_api.offered(self.OWNER, 'public-dp'))
+        self.assertTrue(attach_api.offered(self.OWNER, 'private-dp'))
+        self.assertTrue(attach_api.offered(self.OTHER, 'public-dp'))
+
+    def test_private_flavor_of_another_project_does_not(self):
+        self.assertFalse(attach_api.offered(self.OTHER, 'private-dp'))
+
+    def test_disabled_flavor_and_no_flavor_do_not(self):
+        self.assertFalse(attach_api.offered(self.OWNER, 'disabled-dp'))
+        self.assertFalse(attach_api.offered(self.OWNER, 'nowhere-dp'))
+
+    def test_member_refused_with_the_reason(self):
+        error = self.assertRaises(
+            webob.exc.HTTPForbidden, attach_api.check_offered,
+            self.member(self.OTHER), self.server(self.OTHER), 'private-dp')
+        self.assertIn('No flavor that project other-project can use offers '
+                      'device profile private-dp', error.explanation)
+        attach_api.check_offered(self.member(self.OWNER),
+                                 self.server(self.OWNER), 'private-dp')
+
+    def test_admin_adds_any_profile(self):
+        admin = context.RequestContext('admin', 'admin-project',
+                                       roles=['admin', 'member'])
+        attach_api.check_offered(admin, self.server(self.OTHER),
+                                 'nowhere-dp')
