@@ -33,9 +33,12 @@ Documentation/fpga/dfl.rst "Device Feature List (DFL) Framework
 Overview" / "Add new FIUs support" / virtualization section).
 """
 
+import ctypes
 import dataclasses
+import errno
 import os
 import re
+import struct
 from typing import Optional
 
 from sidecar_simulator import host as simulator
@@ -80,6 +83,16 @@ SOURCES = {
                 'Documentation/fpga/dfl.rst ("/dev/dfl-fme.n", '
                 '"/dev/dfl-port.m")',
 }
+
+#: include/uapi/linux/fpga-dfl.h: DFL_FPGA_FME_PORT_PR is
+#: _IO(DFL_FPGA_MAGIC 0xB6, DFL_FME_BASE 0x80 + 0), taking
+#: struct dfl_fpga_fme_port_pr {__u32 argsz, flags, port_id, buffer_size;
+#: __u64 buffer_address;}. Written here from the header, not from the
+#: sidecar's sidecar.dfl_abi.
+FME_PORT_PR = (0xB6 << 8) | (0x80 + 0)
+PORT_PR = struct.Struct('=IIIIQ')
+#: What the simulated PR engine loads: a bitstream ``PR:<afu id>``.
+_PR_BITSTREAM = re.compile(rb'PR:([0-9a-f]{32})')
 
 #: Card family -> PF and VF product ids (vendor 8086), from
 #: drivers/fpga/dfl-pci.c. The N3000's VF (0b31) is not in dfl-pci's id
@@ -274,6 +287,29 @@ class DflHost:
         if self.root is not None:
             simulator._write(os.path.join(self.port_dir(card), 'afu_id'),
                              (afu_id or NO_AFU) + '\n')
+
+    def fme_pr(self, fme_name, request, arg):
+        """An ioctl on ``/dev/<fme_name>`` as drivers/fpga/dfl-fme-pr.c
+        ``fme_pr()`` answers DFL_FPGA_FME_PORT_PR: ``arg`` (the request's
+        bytes; its buffer address is read in this process) is checked
+        (argsz at least the struct, flags 0, port_id below the FME's
+        ports, 1 here), then the PR engine loads the bitstream: one
+        reading ``PR:<afu id>`` sets the port's afu_id, anything else is
+        a hardware error (EIO). Raises OSError as the kernel would."""
+        card = next((c for c in self.cards
+                     if 'dfl-fme.%d' % c.fme_id == fme_name), None)
+        if card is None:
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+        if request != FME_PORT_PR:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        argsz, flags, port_id, size, address = PORT_PR.unpack_from(arg)
+        if argsz < PORT_PR.size or flags or port_id >= 1:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        match = _PR_BITSTREAM.fullmatch(ctypes.string_at(address, size))
+        if not match:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self.set_afu_id(card, match.group(1).decode())
+        return 0
 
     def set_error(self, card, relpath, value):
         """``relpath`` ``fme/<file>`` or ``port/<file>`` (errors/*)."""

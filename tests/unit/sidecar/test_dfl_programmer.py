@@ -3,8 +3,6 @@
 the request as drivers/fpga/dfl-fme-pr.c does and changes the port's
 afu_id; the FPGA driver reads the new function back from the port."""
 
-import ctypes
-import errno
 import os
 from unittest import mock
 
@@ -48,22 +46,12 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self.bitstream = os.path.join(self.root, 'afu.bit')
 
     def _fme_pr(self, fd, request, arg):
-        """What fme_pr() checks and does; the PR engine of the stand-in
-        loads the AFU id a bitstream ``PR:<afu id>`` names."""
-        device = os.readlink('/proc/self/fd/%d' % fd)
-        self.assertEqual(dfl_abi.DFL_FPGA_FME_PORT_PR, request)
-        fields = dfl_abi.unpack_port_pr(arg)
-        self.requests.append((os.path.basename(device), fields))
-        if fields['argsz'] < dfl_abi.PORT_PR_SIZE or fields['flags']:
-            raise OSError(errno.EINVAL, 'Invalid argument')
-        if fields['port_id'] >= 1:  # ports_num
-            raise OSError(errno.EINVAL, 'Invalid argument')
-        data = ctypes.string_at(fields['buffer_address'],
-                                fields['buffer_size'])
-        if not data.startswith(b'PR:'):
-            raise OSError(errno.EIO, 'Input/output error')
-        self.sim.set_afu_id(self.card, data[3:].decode())
-        return 0
+        """The simulated card's fme_pr() (sidecar_simulator.dfl), given the
+        request as the kernel is: on /dev/dfl-fme.N, unpacked by the
+        sidecar's ABI module for the test to see."""
+        device = os.path.basename(os.readlink('/proc/self/fd/%d' % fd))
+        self.requests.append((device, dfl_abi.unpack_port_pr(arg)))
+        return self.sim.fme_pr(device, request, arg)
 
     def _write(self, data):
         with open(self.bitstream, 'wb') as f:

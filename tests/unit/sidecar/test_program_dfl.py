@@ -7,8 +7,6 @@ replaced, the port's afu_id is checked after loading, the provider's
 function trait is what the weigher of function affinity reads, and a job
 in flight is journaled."""
 
-import ctypes
-import errno
 import json
 import os
 import sys
@@ -108,21 +106,15 @@ class DflProgramTest(simhost.SimHostTestCase):
             journal.Journal(self.state), self.cyborg)
 
     def _fme_pr(self, fd, request, arg):
-        """The kernel's fme_pr() (drivers/fpga/dfl-fme-pr.c): the request
-        checked, the PR engine loading the AFU a ``PR:<id>`` bitstream
-        holds into the port."""
-        self.assertEqual(dfl_abi.DFL_FPGA_FME_PORT_PR, request)
-        fields = dfl_abi.unpack_port_pr(arg)
-        self.requests.append(fields)
-        if fields['argsz'] < dfl_abi.PORT_PR_SIZE or fields['flags'] or \
-                fields['port_id'] >= 1:
-            raise OSError(errno.EINVAL, 'Invalid argument')
+        """The simulated card's fme_pr() (sidecar_simulator.dfl) on the
+        /dev/dfl-fme.N the sidecar opened; ``during`` runs while the card
+        is being written."""
+        self.requests.append(dfl_abi.unpack_port_pr(arg))
         if self.during:
             self.during()
-        data = ctypes.string_at(fields['buffer_address'],
-                                fields['buffer_size'])
-        self.sim.set_afu_id(self.card, data[3:].decode())
-        return 0
+        return self.sim.fme_pr(
+            os.path.basename(os.readlink('/proc/self/fd/%d' % fd)),
+            request, arg)
 
     def _afu_id(self):
         with open(os.path.join(self.sim.port_dir(self.card), 'afu_id')) as f:
