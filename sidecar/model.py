@@ -54,6 +54,10 @@ class AttachHandle:
     #: must stay on its host driver (an NVIDIA vGPU 17 VF); None for
     #: libvirt's default, ``'yes'``.
     managed: Optional[str] = None
+    #: PCI only: the Neutron physical network of a NIC function (``[pci]
+    #: device_spec`` ``physical_network``), sent as attach_info
+    #: ``physical_network``, which Nova's accelerator-direct ports read.
+    physical_network: Optional[str] = None
 
     def attach_info(self):
         """The attach_info dict Cyborg stores and Nova later validates."""
@@ -63,8 +67,11 @@ class AttachHandle:
         if self.attach_type == 'MDEV':
             info['asked_type'] = self.mdev_type
             info['vgpu_mark'] = '%s_%d' % (self.mdev_type, self.instance)
-        elif self.managed is not None:
-            info['managed'] = self.managed
+        else:
+            if self.managed is not None:
+                info['managed'] = self.managed
+            if self.physical_network is not None:
+                info['physical_network'] = self.physical_network
         return info
 
 

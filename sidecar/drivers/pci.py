@@ -7,7 +7,10 @@ the PF, else the VFs the spec matches), or the function itself when it
 has no VF. The first spec, in configuration order, that selects something
 under a PF wins. With ``live_migratable: true`` the deployable carries
 ``HW_PCI_LIVE_MIGRATABLE``: its functions' driver supports VFIO migration,
-and a server using them may be live migrated.
+and a server using them may be live migrated. With ``physical_network``
+(as in Nova's own ``[pci] device_spec``) each attach handle names that
+Neutron physical network in its attach_info, which Nova's
+``accelerator-direct`` ports read.
 
 An Intel QAT GEN4 PF (4xxx, 401xx, 402xx) serves what its
 ``qat/cfg_services`` names (Documentation/ABI/testing/sysfs-driver-qat:
@@ -23,6 +26,7 @@ import fnmatch
 import functools
 import os
 import re
+import typing
 
 import os_resource_classes as orc
 import os_traits
@@ -40,7 +44,10 @@ LOG = logging.getLogger(__name__)
 
 OPTION = '[pci] device_spec'
 _KEYS = frozenset(('vendor_id', 'product_id', 'address', 'resource_class',
-                   'traits', 'physical_function', 'live_migratable'))
+                   'traits', 'physical_function', 'live_migratable',
+                   'physical_network'))
+#: A Neutron physical network name, as nova_cyborg's ARQ parser takes it.
+_PHYSNET = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
 _ID = re.compile(r'^(?:0x)?[0-9a-f]{1,4}$')
 _GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
 _LEGAL = re.compile(r'^[A-Z0-9_]+$')
@@ -138,6 +145,7 @@ class DeviceSpec:
     traits: tuple = ()
     physical_function: bool = False
     live_migratable: bool = False
+    physical_network: typing.Optional[str] = None
 
     @classmethod
     def parse(cls, text):
@@ -173,6 +181,13 @@ class DeviceSpec:
         physical_function = _boolean(entry, spec, 'physical_function')
         live_migratable = _boolean(entry, spec, 'live_migratable',
                                    strings=True)
+        physnet = spec.get('physical_network')
+        if physnet is not None and (not isinstance(physnet, str) or
+                                    not _PHYSNET.match(physnet) or
+                                    '..' in physnet):
+            raise _invalid(entry, 'physical_network %r is not a physical '
+                                  'network name (letters, digits, "_", '
+                                  '".", "-"; up to 64)' % (physnet,))
         return cls(
             vendor_id=_hex_id(entry, spec, 'vendor_id'),
             product_id=_hex_id(entry, spec, 'product_id'),
@@ -183,7 +198,8 @@ class DeviceSpec:
             traits=tuple(sorted({_name(entry, 'trait', t, trait_name)
                                  for t in traits})),
             physical_function=physical_function,
-            live_migratable=live_migratable)
+            live_migratable=live_migratable,
+            physical_network=physnet)
 
     def matches(self, function):
         return (self.vendor_id in ('*', function.vendor_id) and
@@ -299,8 +315,9 @@ class PciDriver(base.DiscoveryDriver):
             resource_class=spec.resource_class,
             num_accelerators=len(handles),
             traits=tuple(sorted(traits)),
-            attach_handles=tuple(model.AttachHandle('PCI', f.address)
-                                 for f in handles),
+            attach_handles=tuple(model.AttachHandle(
+                'PCI', f.address, physical_network=spec.physical_network)
+                for f in handles),
             driver_name=self.name)
         return model.Device(
             type='PCI', vendor=root.vendor_id, model=root.product_id,
