@@ -191,6 +191,16 @@ GPU_OPTS = [
                      'per VF offering the type). Without an entry it '
                      'reports what the VFs say, summed, and warns that it '
                      'may be more than the GPU hosts.'),
+    cfg.ListOpt('passthrough_drivers',
+                default=['vfio-pci'],
+                help='The host drivers a GPU offered whole (PGPU) may be '
+                     'bound to: ``vfio-pci`` or a vendor\'s VFIO variant '
+                     'driver. A GPU bound to any other driver (``nvidia``, '
+                     '``nouveau``, ``amdgpu``) is used by the host and is '
+                     'not offered; a GPU bound to no driver is. The other '
+                     'functions of its IOMMU group must be bridges, or '
+                     'functions of the same card bound to one of these or '
+                     'to none.'),
 ]
 
 FPGA_OPTS = [

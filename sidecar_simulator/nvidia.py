@@ -44,8 +44,9 @@ SOURCES = {
     'pci': 'Documentation/ABI/testing/sysfs-bus-pci (vendor, device, '
            'class, numa_node, sriov_totalvfs, sriov_numvfs, physfn, '
            'virtfnN); PCI ids: pci.ids (10de:2331 GH100 [H100 PCIe], '
-           '10de:20f1 GA100 [A100 PCIe 40GB]); a VF reports its PF\'s '
-           'device id, as these profiles assume',
+           '10de:20f1 GA100 [A100 PCIe 40GB], 10de:2230 GA102GL [RTX '
+           'A6000] and 10de:1aef its audio, 10b5:8747 PEX 8747 switch); '
+           'a VF reports its PF\'s device id, as these profiles assume',
     'driver': 'Documentation/ABI/testing/sysfs-bus-pci and '
               'drivers/base/bus.c (the "driver" link to '
               'bus/pci/drivers/<name>, and its link back); NVIDIA/'
@@ -97,6 +98,10 @@ def _c_types(prefix, gpu, framebuffer, sizes, ids):
 #: Assignment Specification): data-centre GPUs have no VGA.
 CLASS_3D = '030200'
 MODELS = {
+    # A workstation GPU with its HD audio function (pci.ids: 10de:2230
+    # GA102GL [RTX A6000], 10de:1aef GA102 High Definition Audio
+    # Controller; class 0x0300 VGA, 0x0403 audio).
+    'rtx-a6000': GpuModel('2230', '030000', 48),
     'h100-pcie': GpuModel(
         '2331', CLASS_3D, 80,
         vfio_types=_c_types('NVIDIA', 'H100', 80, (4, 5, 8, 10, 16, 20,
@@ -108,6 +113,11 @@ MODELS = {
                             ['nvidia-%d' % (471 + i) for i in range(6)])),
 }
 HEADER = 'ID    : vGPU Name'
+#: pci.ids: the RTX A6000's audio function; a PLX PEX 8747 switch port
+#: (10b5:8747, class 0x0604 PCI bridge, driver pcieport:
+#: drivers/pci/pcie/portdrv.c).
+AUDIO = ('1aef', '040300')
+SWITCH_PORT = ('10b5', '8747', '060400')
 
 
 @dataclasses.dataclass
@@ -118,6 +128,8 @@ class Card:
     vfs: list = dataclasses.field(default_factory=list)
     #: vfio-vgpu: VF address -> current type id ('0': none).
     current: dict = dataclasses.field(default_factory=dict)
+    #: Other functions of the card (a GPU's audio function).
+    functions: list = dataclasses.field(default_factory=list)
 
     @property
     def gpu(self):
@@ -133,10 +145,11 @@ class NvidiaHost:
         self.root = None
         self._groups = 0
 
-    def _group(self, function, driver):
+    def _group(self, function, driver, group=None):
         function.driver = driver
-        function.iommu_group = self._groups
-        self._groups += 1
+        if group is None:
+            group, self._groups = self._groups, self._groups + 1
+        function.iommu_group = group
 
     def _card(self, model, shape, num_vfs, address, numa_node, driver):
         gpu = MODELS[model]
@@ -173,10 +186,33 @@ class NvidiaHost:
         return card
 
     def add_passthrough_gpu(self, model='h100-pcie', address=None,
-                            numa_node=None, driver='vfio-pci'):
-        """A whole GPU on ``driver``, alone in its IOMMU group."""
-        return self._card(model, 'passthrough', 0, address, numa_node,
+                            numa_node=None, driver='vfio-pci',
+                            audio_driver=None, group_with=None):
+        """A whole GPU on ``driver``, alone in its IOMMU group, or in
+        ``group_with``'s (a card: two GPUs behind a switch without ACS).
+        A model with audio gets its audio function at function 1 of the
+        same slot, in the same group, on ``audio_driver`` (None: none).
+        """
+        card = self._card(model, 'passthrough', 0, address, numa_node,
                           driver)
+        pf = self.host.functions[card.pf]
+        if group_with is not None:
+            pf.iommu_group = self.host.functions[group_with.pf].iommu_group
+        if model == 'rtx-a6000':
+            audio = self.host.add_pf('10de', AUDIO[0], AUDIO[1],
+                                     card.pf[:-1] + '1',
+                                     numa_node=numa_node)
+            self._group(audio, audio_driver, pf.iommu_group)
+            card.vfs = []
+            card.functions = [audio.address]
+        return card
+
+    def add_switch_port(self, group_with):
+        """A PCIe switch port in ``group_with``'s IOMMU group."""
+        port = self.host.add_pf(*SWITCH_PORT)
+        self._group(port, 'pcieport',
+                    self.host.functions[group_with.pf].iommu_group)
+        return port.address
 
     # -- vfio-vgpu --------------------------------------------------------
 

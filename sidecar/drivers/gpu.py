@@ -29,6 +29,7 @@ from sidecar import exception
 from sidecar import model
 from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
+from sidecar.drivers import gpu_passthrough
 from sidecar.sources import base as sources
 
 LOG = logging.getLogger(__name__)
@@ -118,7 +119,8 @@ def _name_trait(function, name, type_id):
     """:func:`gpu_trait` of a vGPU type named ``name``
     (``'NVIDIA H100-4C'`` -> ``CUSTOM_NVIDIA_2331_H100_4C``)."""
     return gpu_trait(function, sources.MdevType(
-        name=name, type_id=type_id, available_instances=0, device_api=''))
+        name=name, type_id=str(type_id), available_instances=0,
+        device_api=''))
 
 
 def vgpu_type_catalog(functions, problems):
@@ -158,6 +160,7 @@ class GpuDriver(base.DiscoveryDriver):
             conf.gpu.live_migratable_mdev_types)
         self.selectors = parse_selectors(conf.gpu.device_selector)
         self.max_instances = parse_max_instances(conf.gpu.mdev_max_instances)
+        self.passthrough_drivers = tuple(conf.gpu.passthrough_drivers)
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
 
@@ -179,6 +182,7 @@ class GpuDriver(base.DiscoveryDriver):
         vgpus = {}
         vfio_vfs = {}  # PF address: its vendor-VFIO VFs, selected
         mdev_vfs = {}  # PF address: its VFs that are mdev parents
+        groups = gpu_passthrough.groups_of(functions)
         with self.problems.cycle():
             if not self.selectors:
                 self.problems.warning(
@@ -206,7 +210,7 @@ class GpuDriver(base.DiscoveryDriver):
                 if function.is_vf and function.mdev_types:
                     mdev_vfs.setdefault(function.physfn, []).append(function)
                     continue
-                device = self._device(function, with_vfs)
+                device = self._device(function, with_vfs, groups)
                 last = self._vgpus.get(function.address)
                 if last is not None and not function.mdev_types:
                     # Its mdev support went away: keep it as it was, the
@@ -272,8 +276,9 @@ class GpuDriver(base.DiscoveryDriver):
             deployables.append(model.Deployable(
                 name=vf.address, resource_class=orc.VGPU,
                 num_accelerators=1,
-                traits=tuple(sorted((os_traits.OWNER_CYBORG, _name_trait(
-                    vf, name, str(current))))),
+                traits=tuple(sorted({
+                    os_traits.OWNER_CYBORG, _name_trait(vf, name, current),
+                    gpu_passthrough.numa_trait(vf)} - {None})),
                 attach_handles=(model.AttachHandle('PCI', vf.address,
                                                    managed='no'),),
                 driver_name=vendor_name(vf.vendor_id)))
@@ -354,7 +359,7 @@ class GpuDriver(base.DiscoveryDriver):
                 return mdev_type
         return None
 
-    def _device(self, function, with_vfs):
+    def _device(self, function, with_vfs, groups):
         mdev_type = self._enabled_type(function)
         if mdev_type is not None:
             if not mdev_type.capacity:
@@ -381,12 +386,19 @@ class GpuDriver(base.DiscoveryDriver):
                       'type: not reported', function.address)
             return None
         else:
+            why = gpu_passthrough.refusal(function, groups,
+                                          self.passthrough_drivers)
+            if why:
+                self.problems.warning('Not offering GPU %s whole: %s',
+                                      function.address, why)
+                return None
+            traits = {os_traits.OWNER_CYBORG, gpu_trait(function),
+                      gpu_passthrough.numa_trait(function)} - {None}
             deployable = model.Deployable(
                 name=function.address,
                 resource_class=orc.PGPU,
                 num_accelerators=1,
-                traits=tuple(sorted((os_traits.OWNER_CYBORG,
-                                     gpu_trait(function)))),
+                traits=tuple(sorted(traits)),
                 attach_handles=(model.AttachHandle('PCI', function.address),),
                 driver_name=vendor_name(function.vendor_id))
         return model.Device(

@@ -41,6 +41,10 @@ class NvidiaProfileTest(simhost.SimHostTestCase):
 
     def test_every_path_has_a_source(self):
         self.sim.create_mdev(self.a100, self.a100.vfs[0], 'nvidia-474')
+        card = self.sim.add_passthrough_gpu('rtx-a6000',
+                                            audio_driver='snd_hda_intel')
+        self.sim.add_switch_port(card)
+        self.sim.write(self.sys)
         paths = nvidia.written_paths(self.sys)
         self.assertGreater(len(paths), 300)
         self.assertEqual([], [p for p in paths
