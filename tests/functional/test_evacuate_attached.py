@@ -28,7 +28,7 @@ class EvacuateAttachedTest(attach_base.AttachTestBase):
     def setUp(self):
         super().setUp()
         self.plain = self._create_flavor(name='plain')
-        self.cyborg.create_device_profile('extra', attach_base.PROFILE)
+        self.create_profile_flavor(attach_base.PROFILE, name='extra')
         self.without_disks()
 
     # Steps

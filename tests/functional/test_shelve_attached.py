@@ -23,7 +23,7 @@ class ShelveAttachedTest(attach_base.AttachTestBase):
 
     def setUp(self):
         super().setUp()
-        self.cyborg.create_device_profile('extra', attach_base.PROFILE)
+        self.create_profile_flavor(attach_base.PROFILE, name='extra')
 
     def owner_acts(self, server, action, dp='extra'):
         self.accelerator_action(self.owner_api, server, action, dp)
