@@ -30,6 +30,7 @@ from sidecar import model
 from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
 from sidecar.drivers import gpu_passthrough
+from sidecar.drivers import gpu_vfio
 from sidecar.sources import base as sources
 
 LOG = logging.getLogger(__name__)
@@ -123,31 +124,6 @@ def _name_trait(function, name, type_id):
         device_api=''))
 
 
-def vgpu_type_catalog(functions, problems):
-    """Type id -> name of each card's vendor-VFIO vGPU types.
-
-    ``{pf address: {type id: name}}``, merged from the
-    ``creatable_vgpu_types`` of the card's functions: a VF with a type
-    lists only its own, a free VF the types still creatable, so a type is
-    named as long as one function of the card lists it. Ids are unique
-    only within a card (NVIDIA kubevirt-gpu-device-plugin
-    ``vfio_vgpu.go``), so cards are never mixed.
-    """
-    catalog = {}
-    for function in functions:
-        if function.vendor_vgpu is None:
-            continue
-        names = catalog.setdefault(function.physfn or function.address, {})
-        for type_id, name in function.vendor_vgpu.creatable:
-            known = names.setdefault(type_id, name)
-            if known != name:
-                problems.warning(
-                    'GPU %s names vGPU type %s both %r and %r: keeping %r',
-                    function.physfn or function.address, type_id, known,
-                    name, known)
-    return catalog
-
-
 class GpuDriver(base.DiscoveryDriver):
     """Report GPUs as PGPU, or as VGPU for an enabled mdev type."""
 
@@ -222,7 +198,7 @@ class GpuDriver(base.DiscoveryDriver):
                            for dep in device.deployables):
                         vgpus[function.address] = device
             self._vgpus = vgpus
-            catalog = vgpu_type_catalog(functions, self.problems)
+            catalog = gpu_vfio.type_catalog(functions, self.problems)
             for pf in sorted(vfio_vfs):
                 device = self._vfio_device(pf, vfio_vfs[pf],
                                            catalog.get(pf, {}))
@@ -245,9 +221,11 @@ class GpuDriver(base.DiscoveryDriver):
         return devices
 
     def health(self, device):
-        """Besides the PCI checks: a VGPU's parent still offers mdevs."""
+        """Besides the PCI checks: a VGPU's parent still offers mdevs, a
+        vGPU 17 VF still has its vGPU."""
         observation = super().health(device)
-        problems = health_mod.mdev_problems(self.sysfs_root, device)
+        problems = (health_mod.mdev_problems(self.sysfs_root, device) +
+                    gpu_vfio.problems(self.sysfs_root, device))
         if observation.gone or not problems:
             return observation
         return dataclasses.replace(

@@ -14,7 +14,8 @@ H100_4C = 'NVIDIA H100-4C'
 TRAIT_4C = 'CUSTOM_NVIDIA_2331_H100_4C'
 
 
-class VfioVgpuTest(simhost.SimHostTestCase):
+class _Card(simhost.SimHostTestCase):
+    """An H100 with four VFs, VFs 0 and 2 given H100-4C."""
 
     def setUp(self):
         super().setUp()
@@ -29,6 +30,9 @@ class VfioVgpuTest(simhost.SimHostTestCase):
     def _lines(self, level):
         return [line for line in self.log.output.splitlines()
                 if line.startswith(level)]
+
+
+class VfioVgpuTest(_Card):
 
     def test_vfs_with_a_type_are_vgpus(self):
         (device,) = self.driver.discover()
@@ -154,3 +158,28 @@ class VendorVgpuParseTest(simhost.SimHostTestCase):
         self.assertRaises(sources.MalformedDevice, sources.make_function,
                           '0000:81:00.1', '10de', '2331', '030200',
                           driver='../x')
+
+
+class VfioVgpuHealthTest(_Card):
+
+    def _problems(self, device):
+        return self.driver.health(device).problems
+
+    def test_healthy(self):
+        (device,) = self.driver.discover()
+        self.assertEqual((), self._problems(device))
+
+    def test_type_removed(self):
+        (device,) = self.driver.discover()
+        self.sim.set_vgpu_type(self.card, self.vfs[2], '0')
+        self.assertEqual(
+            ('vGPU %s lost its vGPU type (nvidia/current_vgpu_type is 0)'
+             % self.vfs[2],), self._problems(device))
+
+    def test_rebound_to_vfio_pci(self):
+        (device,) = self.driver.discover()
+        self.sim.host.functions[self.vfs[0]].driver = 'vfio-pci'
+        self.sim.write(self.root)
+        self.assertEqual(
+            ('vGPU %s is no longer bound to nvidia (vfio-pci)'
+             % self.vfs[0],), self._problems(device))

@@ -1,0 +1,71 @@
+"""NVIDIA vGPU 17 and later (vendor-specific VFIO): type names per card,
+and whether a reported VF still holds its vGPU.
+
+A vGPU is a VF bound to ``nvidia`` whose ``nvidia/current_vgpu_type`` is
+not 0 (NVIDIA vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``); the gpu
+driver reports it with a PCI attach handle that Nova passes through with
+``managed='no'``.
+"""
+
+import os
+
+from sidecar.discovery import health as health_mod
+from sidecar.sources import base as sources
+
+NVIDIA_DRIVER = 'nvidia'
+
+
+def type_catalog(functions, problems):
+    """Type id -> name of each card's vendor-VFIO vGPU types.
+
+    ``{pf address: {type id: name}}``, merged from the
+    ``creatable_vgpu_types`` of the card's functions: a VF with a type
+    lists only its own, a free VF the types still creatable, so a type is
+    named as long as one function of the card lists it. Ids are unique
+    only within a card (NVIDIA kubevirt-gpu-device-plugin
+    ``vfio_vgpu.go``), so cards are never mixed.
+    """
+    catalog = {}
+    for function in functions:
+        if function.vendor_vgpu is None:
+            continue
+        names = catalog.setdefault(function.physfn or function.address, {})
+        for type_id, name in function.vendor_vgpu.creatable:
+            known = names.setdefault(type_id, name)
+            if known != name:
+                problems.warning(
+                    'GPU %s names vGPU type %s both %r and %r: keeping %r',
+                    function.physfn or function.address, type_id, known,
+                    name, known)
+    return catalog
+
+
+def problems(sysfs_root, device):
+    """Why the vGPU 17 VFs of ``device`` (its PCI handles with
+    ``managed='no'``) no longer hold their vGPU: a VF left ``nvidia``
+    (libvirt or an operator rebound it) or its type was removed."""
+    found = []
+    for dep in device.deployables:
+        for handle in dep.attach_handles:
+            if handle.attach_type != 'PCI' or handle.managed != 'no':
+                continue
+            path = health_mod.device_dir(sysfs_root, handle.address)
+            if not os.path.isdir(path):
+                continue  # the PCI checks say it is gone
+            try:
+                driver = os.path.basename(os.readlink(os.path.join(
+                    path, 'driver')))
+            except OSError:
+                driver = None
+            if driver != NVIDIA_DRIVER:
+                found.append('vGPU %s is no longer bound to nvidia (%s)'
+                             % (handle.address, driver or 'no driver'))
+                continue
+            current = sources.read_file(os.path.join(
+                path, 'nvidia', 'current_vgpu_type'))
+            if current in (None, '', '0'):
+                found.append('vGPU %s lost its vGPU type '
+                             '(nvidia/current_vgpu_type is %s)'
+                             % (handle.address, 'absent' if current is None
+                                else '0'))
+    return tuple(found)
