@@ -308,12 +308,13 @@ def remove_mdev(root, mdev_uuid):
 
 
 @sidecar_pctxt.entrypoint
-def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path):
+def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path, offset=0):
     """Partially reconfigure port ``port_id`` of the DFL card whose FME is
     ``<dev_dir>/<fme_name>`` (``/dev/dfl-fme.N``) with the raw bitstream
-    in ``bitstream_path``: the ``DFL_FPGA_FME_PORT_PR`` ioctl
-    (:mod:`sidecar.dfl_abi`). Raises OSError as the kernel answers (EIO:
-    the hardware reported an error, see the FME manager's ``status``).
+    in ``bitstream_path`` from byte ``offset`` on (behind an OPAE GBS
+    header): the ``DFL_FPGA_FME_PORT_PR`` ioctl (:mod:`sidecar.dfl_abi`).
+    Raises OSError as the kernel answers (EIO: the hardware reported an
+    error, see the FME manager's ``status``).
     """
     dev_dir = _check_abs_dir('DFL device directory', dev_dir)
     if not isinstance(fme_name, str) or not _DFL_FME_RE.fullmatch(fme_name):
@@ -324,9 +325,14 @@ def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path):
     _check_text('bitstream', bitstream_path)
     if not os.path.isabs(bitstream_path):
         raise _invalid('bitstream', '%r is not absolute' % bitstream_path)
+    if isinstance(offset, bool) or not isinstance(offset, int) or \
+            not 0 <= offset <= MAX_PR_BITSTREAM:
+        raise _invalid('bitstream offset', '%r is not 0 to %d'
+                       % (offset, MAX_PR_BITSTREAM))
     with open(bitstream_path, 'rb') as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise _invalid('bitstream', 'not a regular file')
+        f.seek(offset)
         data = f.read(MAX_PR_BITSTREAM + 1)
     if not data or len(data) > MAX_PR_BITSTREAM:
         raise _invalid('bitstream', 'empty or larger than %d bytes'

@@ -11,8 +11,8 @@ checked and unwrapped first, as OPAE's ``fpgaconf`` does:
 - before: its ``afu-image`` ``interface-uuid`` must be the ``compat_id``
   of the port's PR region (``dfl-fme-region.P/fpga_region/regionY``),
   else nothing is written and the job fails naming both;
-- the raw bitstream behind its metadata is written to a private file
-  beside the downloaded one, handed to the privileged daemon, and removed;
+- only the raw bitstream behind its metadata reaches the kernel: the
+  privileged daemon reads the file from that offset on;
 - after: the port's ``afu_id`` (``dfl-port.M/afu_id``) must be one of its
   ``accelerator-clusters`` ``accelerator-type-uuid``.
 
@@ -24,7 +24,6 @@ back from the port and compares it with the image's ``accel:function_id``
 
 import errno
 import os
-import tempfile
 
 from oslo_log import log as logging
 
@@ -66,11 +65,10 @@ class DflProgrammer(programmers.Programmer):
                  '%(fme)s, port %(port)d%(gbs)s',
                  {'address': address, 'fme': card.fme_name, 'port': number,
                   'gbs': ' (GBS unwrapped)' if image else ''})
-        raw = self._unwrap(address, bitstream_path, image) if image \
-            else bitstream_path
         try:
             privileged.dfl_port_pr(self.conf.fpga.dfl_dev_dir,
-                                   card.fme_name, number, raw)
+                                   card.fme_name, number, bitstream_path,
+                                   image.offset if image else 0)
         except (OSError, exception.InvalidArgument) as e:
             reason = '%s refused the partial reconfiguration of port %d: ' \
                 '%s' % (card.fme_name, number, programmers._reason(e))
@@ -80,9 +78,6 @@ class DflProgrammer(programmers.Programmer):
                                                         'status'))
                 reason += ' (FPGA manager status: %s)' % (status or 'empty')
             raise exception.ProgrammingFailed(address=address, reason=reason)
-        finally:
-            if raw != bitstream_path:
-                os.unlink(raw)
         if image is not None and image.afu_ids:
             self._check_afu(address, port, image)
         LOG.info('Programmed %s', address)
@@ -132,26 +127,6 @@ class DflProgrammer(programmers.Programmer):
                 '%s has compat_id %s; nothing was written'
                 % (image.interface_id, os.path.basename(region), port.name,
                    compat))
-
-    @staticmethod
-    def _unwrap(address, path, image):
-        """A private file beside ``path`` holding the raw bitstream."""
-        fd, raw = tempfile.mkstemp(prefix='.raw-', suffix='.bit',
-                                   dir=os.path.dirname(path))
-        try:
-            with os.fdopen(fd, 'wb') as out, open(path, 'rb') as f:
-                f.seek(image.offset)
-                while True:
-                    chunk = f.read(1024 * 1024)
-                    if not chunk:
-                        break
-                    out.write(chunk)
-        except OSError as e:
-            os.unlink(raw)
-            raise exception.ProgrammingFailed(
-                address=address, reason='cannot unwrap the GBS file: %s'
-                % programmers._reason(e))
-        return raw
 
     @staticmethod
     def _check_afu(address, port, image):

@@ -10,6 +10,7 @@ import fixtures
 
 from sidecar import dfl_abi
 from sidecar import exception
+from sidecar import privileged
 from sidecar.drivers import fpga
 from sidecar.program import dfl_programmer
 from sidecar.program import gbs
@@ -161,6 +162,19 @@ class DflProgrammerTest(simhost.SimHostTestCase):
             self.assertIn(reason, str(exc))
         self.assertEqual([], self.requests)
         self.assertEqual([], self._leftovers())
+
+    def test_privileged_offset_is_checked(self):
+        self._card('d5005')
+        self._write(b'PR:' + NEW.encode())
+        for offset in (-1, True, 2 ** 31, '3'):
+            exc = self.assertRaises(exception.InvalidArgument,
+                                    privileged.dfl_port_pr, self.dev,
+                                    'dfl-fme.0', 0, self.bitstream, offset)
+            self.assertIn('bitstream offset', str(exc))
+        # Behind the offset, nothing: refused before the ioctl.
+        self.assertRaises(exception.InvalidArgument, privileged.dfl_port_pr,
+                          self.dev, 'dfl-fme.0', 0, self.bitstream, 35)
+        self.assertEqual([], self.requests)
 
     def test_loaded_by_name(self):
         self._card('d5005')
