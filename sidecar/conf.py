@@ -237,9 +237,12 @@ FPGA_OPTS = [
     cfg.StrOpt('program_command',
                help='Vendor programming command for ``programmer = '
                     'command``. ``{address}`` and ``{bitstream}`` are '
-                    'replaced by the PCI address and the bitstream file; '
-                    'the command is split with shlex and never run through '
-                    'a shell.'),
+                    'replaced by the PCI address and the bitstream file, '
+                    '``{segment}``, ``{bus}``, ``{device}`` and '
+                    '``{function}`` by the address\'s parts in hex (OPAE: '
+                    '``fpgaconf --segment 0x{segment} -B 0x{bus} -D '
+                    '0x{device} {bitstream}``); the command is split with '
+                    'shlex and never run through a shell.'),
     cfg.StrOpt('firmware_path',
                default='/lib/firmware',
                help='Directory the FPGA manager loads firmware from.'),
