@@ -106,7 +106,7 @@ class Evaluation(object):
     ``originals`` holds the files as they are on disk.
     """
 
-    def __init__(self, target, patches, revert=False):
+    def __init__(self, target, patches, revert=False, max_offset=0):
         self.target = target
         self.revert = revert
         self.originals = {}
@@ -118,7 +118,8 @@ class Evaluation(object):
         verdicts = dict((patch.name, []) for patch in patches)
         for rel, chain in sorted(chains.items()):
             lines = self._read(rel)
-            judged, pristine, patched = judge_file(rel, lines, chain)
+            judged, pristine, patched = judge_file(rel, lines, chain,
+                                                   max_offset)
             for (patch, _fp), verdict in zip(chain, judged):
                 verdicts[patch.name].append((rel,) + verdict)
             if pristine is not None:
@@ -150,6 +151,31 @@ class Evaluation(object):
                       if lines != self.originals[rel])
 
 
+def first_mismatches(target, patches, max_offset=0):
+    """Applying the series to the tree as it is, file by file: the first
+    hunk of each file that does not match, as ``<patch>: <mismatch>``.
+
+    For a tree the series is not applied to (a Nova release it was not
+    made on), this names what changed where :class:`Evaluation`'s
+    explanation may pick another reading.
+    """
+    chains = {}
+    for patch in patches:
+        for fp in patch.files:
+            chains.setdefault(fp.target(STRIP), []).append((patch, fp))
+    found = []
+    for rel, chain in sorted(chains.items()):
+        lines = read_lines(target, rel)
+        for patch, fp in chain:
+            try:
+                lines = _unidiff.apply_hunks(lines, fp,
+                                             max_offset=max_offset)
+            except _unidiff.HunkMismatch as exc:
+                found.append('%s: %s' % (patch.name, exc))
+                break
+    return found
+
+
 def _combine(patch, verdicts):
     """One patch's Result from its (file, status, detail) verdicts."""
     conflicts = ['%s' % detail for _rel, status, detail in verdicts
@@ -165,7 +191,7 @@ def _combine(patch, verdicts):
                   if status == APPLICABLE)))
 
 
-def _walk(lines, steps, reverse):
+def _walk(lines, steps, reverse, max_offset=0):
     """Apply (patch, file patch) steps in turn, stopping at a mismatch.
 
     Returns (lines, steps done, hunks that matched, mismatch detail or
@@ -174,7 +200,8 @@ def _walk(lines, steps, reverse):
     hunks = 0
     for done, (_patch, fp) in enumerate(steps):
         try:
-            lines = _unidiff.apply_hunks(lines, fp, reverse=reverse)
+            lines = _unidiff.apply_hunks(lines, fp, reverse=reverse,
+                                         max_offset=max_offset)
         except _unidiff.HunkMismatch as exc:
             states = _unidiff.hunk_states(lines, fp)
             return lines, done, hunks + exc.number - 1, '%s [hunks: %s]' % (
@@ -184,7 +211,7 @@ def _walk(lines, steps, reverse):
     return lines, len(steps), hunks, None
 
 
-def judge_file(rel, lines, chain):
+def judge_file(rel, lines, chain, max_offset=0):
     """Judge one file changed by the (patch, file patch) steps of chain.
 
     Returns ([(status, detail)] parallel to chain, pristine lines, fully
@@ -194,9 +221,10 @@ def judge_file(rel, lines, chain):
     fits, walks = [], []
     for k in range(count + 1):
         pristine, back, back_hunks, back_error = _walk(
-            lines, list(reversed(chain[:k])), reverse=True)
+            lines, list(reversed(chain[:k])), reverse=True,
+            max_offset=max_offset)
         patched, ahead, ahead_hunks, ahead_error = _walk(
-            lines, chain[k:], reverse=False)
+            lines, chain[k:], reverse=False, max_offset=max_offset)
         if back_error is None and ahead_error is None:
             fits.append((k, pristine, patched))
         walks.append((back_hunks + ahead_hunks, -k, k, back, back_error,

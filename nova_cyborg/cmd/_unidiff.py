@@ -14,9 +14,13 @@
 
 Only what the nova-cyborg patch series needs: modifications of existing
 text files. A hunk applies only if its context and removed lines match the
-file exactly at the line number given in its header: there is no fuzz and
-no searching for the hunk at another offset. Reverse application swaps the
-old and new sides.
+file exactly: there is no fuzz. By default they must be at the line number
+given in its header. With ``max_offset`` (a Nova point release the series
+was not made on, whose patched regions are unchanged but may have moved)
+the hunk is looked for up to that many lines away, nearest first, every
+later hunk starting from where the one before it was found; two matches
+at the same distance are a mismatch. Reverse application swaps the old
+and new sides.
 """
 
 import re
@@ -32,12 +36,14 @@ class PatchError(Exception):
 class HunkMismatch(PatchError):
     """A hunk's expected lines are not in the file where it says."""
 
-    def __init__(self, path, number, line):
+    def __init__(self, path, number, line, changed=''):
         self.path = path
         self.number = number
         self.line = line
-        super().__init__('%s: hunk #%d (at line %d) does not match'
-                         % (path, number, line))
+        self.changed = changed
+        super().__init__('%s: hunk #%d (at line %d) does not match%s'
+                         % (path, number, line,
+                            ' (%s)' % changed if changed else ''))
 
 
 class Hunk(object):
@@ -164,24 +170,74 @@ def _strip_eol(hunk, name, i):
     hunk.lines[-1] = (tag, body[:-1] if body.endswith('\n') else body)
 
 
-def apply_hunks(lines, file_patch, reverse=False):
+def _locate(lines, expected, index, pos, max_offset):
+    """Where ``expected`` is, nearest to ``index`` and not before ``pos``;
+    None if nowhere within ``max_offset`` lines or ambiguous."""
+    def fits(at):
+        return at >= pos and lines[at:at + len(expected)] == expected
+    if fits(index):
+        return index
+    if not expected:
+        return None
+    for distance in range(1, max_offset + 1):
+        found = [at for at in (index - distance, index + distance)
+                 if fits(at)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            return None
+    return None
+
+
+def _what_changed(lines, expected, index, max_offset):
+    """The first expected line that differs where most of the hunk's lines
+    are in place (nearest on a tie) within the window:
+    ``line N: expected '...', found '...'``."""
+    best = None
+    for at in range(max(0, index - max_offset),
+                    min(len(lines), index + max_offset) + 1):
+        same = sum(1 for i, text in enumerate(expected)
+                   if at + i < len(lines) and lines[at + i] == text)
+        key = (same, -abs(at - index))
+        if best is None or key > best[0]:
+            best = (key, at)
+    if best is None or not expected:
+        return ''
+    at = best[1]
+    for i, text in enumerate(expected):
+        found = lines[at + i] if at + i < len(lines) else '<end of file>'
+        if found != text:
+            return 'line %d: expected %r, found %r' % (
+                at + i + 1, text.rstrip('\n'), found.rstrip('\n'))
+    return ''
+
+
+def apply_hunks(lines, file_patch, reverse=False, max_offset=0):
     """Apply one file's hunks to a list of lines; return the new list.
 
-    Raises HunkMismatch naming the first hunk that does not match exactly.
+    Raises HunkMismatch naming the first hunk that does not match exactly
+    (within ``max_offset`` lines of where its header and the hunks before
+    it say; see the module's docstring).
     """
     result = []
     pos = 0  # index into lines of the next line not yet copied
+    shift = 0  # how far the hunks before were from their headers
     hunks = file_patch.hunks
     for number, hunk in enumerate(hunks, 1):
         start, length, expected, replacement = hunk.side(reverse)
         # For an empty old side, start is the line *after* which to insert.
-        index = start if length == 0 else start - 1
-        if (index < pos or lines[index:index + len(expected)] != expected
-                or len(expected) != length):
-            raise HunkMismatch(file_patch.target(), number, start)
-        result.extend(lines[pos:index])
+        index = (start if length == 0 else start - 1) + shift
+        at = _locate(lines, expected, index, pos, max_offset) \
+            if len(expected) == length else None
+        if at is None:
+            raise HunkMismatch(
+                file_patch.target(), number, start,
+                _what_changed(lines, expected, index, max_offset)
+                if max_offset else '')
+        shift = at - (index - shift)
+        result.extend(lines[pos:at])
         result.extend(replacement)
-        pos = index + len(expected)
+        pos = at + len(expected)
     result.extend(lines[pos:])
     return result
 

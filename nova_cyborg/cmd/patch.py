@@ -13,8 +13,15 @@
 """nova-cyborg-patch: apply, check or revert the Nova patch series.
 
 The series in ``patches/nova-<version>/`` routes an installed Nova into
-nova_cyborg. Exit codes: 0 success, 1 failure (conflict, partially applied
-tree, I/O error), 2 unsupported or unknown Nova version (or bad usage).
+nova_cyborg. A Nova point release with no series of its own (a stable
+update: 34.0.2 where the series was made on 34.0.0) is judged by content:
+the series of its release (same major version) is used when every region
+it changes is unchanged, wherever the update moved it (up to
+:data:`MAX_OFFSET` lines; :mod:`nova_cyborg.cmd._unidiff`); otherwise the
+tool refuses, naming the file, the hunk and the line that changed. Exit
+codes: 0 success, 1 failure (conflict, partially applied tree, I/O
+error), 2 unsupported or unknown Nova version, or a point release the
+series does not fit (or bad usage).
 """
 
 import argparse
@@ -33,6 +40,8 @@ from nova_cyborg.cmd import aliases as alias_check
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNSUPPORTED = 2
+#: How far (in lines) a point release may have moved a patched region.
+MAX_OFFSET = 1000
 
 
 class UnsupportedVersion(Exception):
@@ -100,10 +109,7 @@ def nova_version(target):
                              '(no nova-*.dist-info there)' % target)
 
 
-def series_dir(patches_dir, version):
-    path = os.path.join(patches_dir, 'nova-%s' % version)
-    if os.path.isfile(os.path.join(path, 'series')):
-        return path
+def _supported(patches_dir):
     supported = sorted(
         os.path.basename(d)[len('nova-'):] for d in
         glob.glob(os.path.join(patches_dir, 'nova-*'))
@@ -111,9 +117,71 @@ def series_dir(patches_dir, version):
     if not supported:
         raise _series.SeriesError('no nova-<version>/series in %s'
                                   % patches_dir)
+    return supported
+
+
+def _release(version):
+    return version.split('.', 1)[0]
+
+
+def series_dir(patches_dir, version):
+    """The series made on this exact Nova version.
+
+    :raises: UnsupportedVersion when there is none.
+    """
+    path = os.path.join(patches_dir, 'nova-%s' % version)
+    if os.path.isfile(os.path.join(path, 'series')):
+        return path
     raise UnsupportedVersion(
         'nova-cyborg supports Nova %s; found %s; no patch series for it'
-        % (', '.join(supported), version))
+        % (', '.join(_supported(patches_dir)), version))
+
+
+def _version_key(version):
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split('.'))
+
+
+def choose_series(patches_dir, version, target):
+    """``(series directory, patches, max_offset, note)`` for this Nova.
+
+    The series of the exact version if there is one (hunks where their
+    headers say); else the newest series of the same release whose every
+    hunk is found unchanged in the tree (a stable point release), with
+    the note that says so.
+
+    :raises: UnsupportedVersion naming what changed, or the versions
+        supported.
+    """
+    try:
+        path = series_dir(patches_dir, version)
+        return path, _series.load_series(path), 0, None
+    except UnsupportedVersion as exc:
+        unsupported = exc
+    same_release = sorted(
+        (v for v in _supported(patches_dir)
+         if _release(v) == _release(version)),
+        key=_version_key, reverse=True)
+    refusals = []
+    for candidate in same_release:
+        path = os.path.join(patches_dir, 'nova-%s' % candidate)
+        patches = _series.load_series(path)
+        evaluation = _series.Evaluation(target, patches,
+                                        max_offset=MAX_OFFSET)
+        if evaluation.state() != _series.CONFLICTING:
+            return path, patches, MAX_OFFSET, (
+                'Nova %s has no series of its own; the series of Nova %s '
+                'fits its content: every region it changes is unchanged.'
+                % (version, candidate))
+        refusals.append('the series of Nova %s does not fit it:\n  %s' % (
+            candidate, '\n  '.join(
+                _series.first_mismatches(target, patches, MAX_OFFSET) or
+                ['%s: %s' % (r.patch.name, r.detail)
+                 for r in evaluation.ordered
+                 if r.status == _series.CONFLICT])))
+    if not refusals:
+        raise unsupported
+    raise UnsupportedVersion('Nova %s has no series of its own, and %s'
+                             % (version, '\nand '.join(refusals)))
 
 
 def _report(evaluation, out):
@@ -146,12 +214,14 @@ def _refuse(evaluation, action, allow_partial):
 def cmd_status(args, patches, out):
     out.write('Nova %s in %s\nPatch series: %s\n'
               % (args.version, args.target, args.series_dir))
-    _report(_series.Evaluation(args.target, patches), out)
+    _report(_series.Evaluation(args.target, patches,
+                               max_offset=args.max_offset), out)
     return EXIT_OK
 
 
 def cmd_check(args, patches, out):
-    evaluation = _series.Evaluation(args.target, patches)
+    evaluation = _series.Evaluation(args.target, patches,
+                                    max_offset=args.max_offset)
     _report(evaluation, out)
     if evaluation.state() in (_series.FULLY_APPLIED, _series.NOT_APPLIED):
         return EXIT_OK
@@ -160,7 +230,8 @@ def cmd_check(args, patches, out):
 
 def _change(args, patches, out, revert):
     action = 'revert' if revert else 'apply'
-    evaluation = _series.Evaluation(args.target, patches, revert=revert)
+    evaluation = _series.Evaluation(args.target, patches, revert=revert,
+                                    max_offset=args.max_offset)
     done_state = _series.NOT_APPLIED if revert else _series.FULLY_APPLIED
     if evaluation.state() == done_state:
         out.write('Nothing to do: the series is %s in %s.\n'
@@ -225,7 +296,8 @@ def _aliases_refuse(args, out):
 
 
 def cmd_revert(args, patches, out):
-    evaluation = _series.Evaluation(args.target, patches, revert=True)
+    evaluation = _series.Evaluation(args.target, patches, revert=True,
+                                    max_offset=args.max_offset)
     if evaluation.state() != _series.NOT_APPLIED:
         error = _aliases_refuse(args, out)
         if error:
@@ -312,10 +384,11 @@ def main(argv=None, out=None):
         if not os.path.isdir(os.path.join(args.target, 'nova')):
             raise _series.SeriesError('no nova package in %s' % args.target)
         args.version = nova_version(args.target)
-        args.series_dir = series_dir(
+        args.series_dir, patches, args.max_offset, note = choose_series(
             os.path.abspath(args.patches_dir or default_patches_dir()),
-            args.version)
-        patches = _series.load_series(args.series_dir)
+            args.version, args.target)
+        if note:
+            out.write(note + '\n')
         return args.func(args, patches, out)
     except UnsupportedVersion as exc:
         sys.stderr.write('nova-cyborg-patch: %s; nothing was changed.\n'
