@@ -10,7 +10,9 @@ under a PF wins. With ``live_migratable: true`` the deployable carries
 and a server using them may be live migrated. With ``physical_network``
 (as in Nova's own ``[pci] device_spec``) each attach handle names that
 Neutron physical network in its attach_info, which Nova's
-``accelerator-direct`` ports read.
+``accelerator-direct`` ports read, and the deployable carries
+``CUSTOM_<PHYSNET>`` as Cyborg's NIC driver does (a device profile
+requires it to land on that network).
 
 An Intel QAT GEN4 PF (4xxx, 401xx, 402xx) serves what its
 ``qat/cfg_services`` names (Documentation/ABI/testing/sysfs-driver-qat:
@@ -306,6 +308,9 @@ class PciDriver(base.DiscoveryDriver):
         traits = {os_traits.OWNER_CYBORG}
         traits.update(spec.traits)
         traits.update(self._qat_traits(root))
+        if spec.physical_network:
+            # As Cyborg's own NIC driver: "CUSTOM_" + the name, upper case.
+            traits.add(os_traits.normalize_name(spec.physical_network))
         if spec.live_migratable:
             traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
         for function in handles:

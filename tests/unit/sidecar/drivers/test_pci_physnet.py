@@ -19,10 +19,20 @@ class PhysnetTest(simhost.SimHostTestCase):
         self.source = self.write(self.host(pfs=[
             {'product_id': '1592', 'num_vfs': 2, 'vf_product_id': '1889'}]))
 
-    def handles(self, spec):
+    def deployable(self, spec):
         self.config.config(group='pci', device_spec=[json.dumps(spec)])
         (device,) = pci.PciDriver(self.conf, self.source).discover()
-        return device.deployables[0].attach_handles
+        return device.deployables[0]
+
+    def handles(self, spec):
+        return self.deployable(spec).attach_handles
+
+    def test_physnet_trait_as_cyborgs_nic_driver_names_it(self):
+        dep = self.deployable({'address': PF,
+                               'physical_network': 'physnet-a.1'})
+        self.assertIn('CUSTOM_PHYSNET_A_1', dep.traits)
+        self.assertNotIn('CUSTOM_PHYSNET_A_1', self.deployable(
+            {'address': PF}).traits)
 
     def test_vfs_carry_the_physical_network(self):
         handles = self.handles({'vendor_id': '8086', 'product_id': '1592',
