@@ -19,19 +19,17 @@ Scrubbed (written with :data:`PLACEHOLDER` instead of the host's value,
 without reading it): see :func:`scrubbed`.
 """
 
-import gzip
-import io
 import itertools
-import json
 import os
 import posixpath
 import re
 import stat
-import tarfile
+
+from sidecar.cmd import archive as archive_mod
 
 DEFAULT_OUTPUT = 'nova-cyborg-sysfs.tar.gz'
 PREFIX = 'sysfs'
-MANIFEST = 'MANIFEST.json'
+MANIFEST = archive_mod.MANIFEST
 PLACEHOLDER = b'SCRUBBED\n'
 MAC_PLACEHOLDER = b'00:00:00:00:00:00\n'
 #: Bounds: one file, all files, entries, depth below a PCI function.
@@ -250,17 +248,9 @@ def collect(root):
     return archive
 
 
-def _tarinfo(name, **fields):
-    info = tarfile.TarInfo(name)
-    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, '', ''
-    for key, value in fields.items():
-        setattr(info, key, value)
-    return info
-
-
 def write(archive, output):
-    """Write ``archive`` to the new file ``output`` (refused if it
-    exists); the same host gives the same bytes."""
+    """Write ``archive`` to the new file ``output``; return its
+    manifest."""
     manifest = {'format': 1, 'files': sum(
         1 for kind, _ in archive.entries.values() if kind == 'file'),
         'links': sum(1 for kind, _ in archive.entries.values()
@@ -268,25 +258,9 @@ def write(archive, output):
         'bytes': archive.total, 'scrubbed': sorted(archive.scrubbed),
         'skipped': archive.skipped}
     try:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        archive_mod.write(output, archive.entries, manifest, PREFIX)
     except FileExistsError:
         raise CaptureError('%s exists: choose another --output' % output)
-    with os.fdopen(fd, 'wb') as raw, \
-            gzip.GzipFile(fileobj=raw, mode='wb', mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode='w',
-                         format=tarfile.PAX_FORMAT) as tar:
-        data = json.dumps(manifest, indent=2, sort_keys=True).encode()
-        tar.addfile(_tarinfo(MANIFEST, size=len(data), mode=0o644),
-                    io.BytesIO(data))
-        for relpath in sorted(archive.entries):
-            kind, value = archive.entries[relpath]
-            name = '%s/%s' % (PREFIX, relpath)
-            if kind == 'link':
-                tar.addfile(_tarinfo(name, type=tarfile.SYMTYPE,
-                                     linkname=value, mode=0o777))
-            else:
-                tar.addfile(_tarinfo(name, size=len(value), mode=0o644),
-                            io.BytesIO(value))
     return manifest
 
 

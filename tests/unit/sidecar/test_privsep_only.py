@@ -19,11 +19,13 @@ SIDECAR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 PRIVILEGED = 'privileged.py'
 #: Modules that write files of their own: the bitstream staging directory
 #: (program/glance.py), the job journal and the state files in the state
-#: directory (program/journal.py, state/cache.py). The simulated hosts that
-#: tests generate are outside the package (sidecar_simulator).
+#: directory (program/journal.py, state/cache.py), the archive of
+#: ``nova-cyborg-sidecar-manage capture`` (cmd/archive.py). The simulated
+#: hosts that tests generate are outside the package (sidecar_simulator).
 OWN_FILES = {os.path.join('program', 'glance.py'),
              os.path.join('program', 'journal.py'),
-             os.path.join('state', 'cache.py')}
+             os.path.join('state', 'cache.py'),
+             os.path.join('cmd', 'archive.py')}
 WRITE_FLAGS = {'O_WRONLY', 'O_RDWR', 'O_CREAT', 'O_TRUNC', 'O_APPEND'}
 
 
