@@ -55,7 +55,11 @@ LOG = logging.getLogger(__name__)
 UNHEALTHY_TRAIT = 'CUSTOM_HEALTH_UNHEALTHY'
 UNKNOWN_TRAIT = 'CUSTOM_HEALTH_UNKNOWN'
 #: The reason of a device whose health was not read for too long.
-UNKNOWN = 'health unknown: no good reading for %d s (%s)'
+#: The reason of a device whose health was not read for too long: it
+#: stays the same from cycle to cycle (the time of the last good reading
+#: gives its age), so the hold is not rewritten every cycle.
+UNKNOWN = ('health unknown: no good reading for more than %d s (last good '
+           'reading at %s; now: %s)')
 #: Display controllers lower their link speed when idle (not a fault).
 LINK_SPEED_EXEMPT = ('03',)
 GONE = 'device gone from the host (no %s in sysfs)'
@@ -335,8 +339,8 @@ class Monitor:
                         'is kept until %d s without a good reading',
                         address, why, self.unknown_after)
             return None
-        return UNKNOWN % (now - since, 'last good reading at %s; now: %s' % (
-            time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since)), why))
+        return UNKNOWN % (self.unknown_after, time.strftime(
+            '%Y-%m-%dT%H:%M:%SZ', time.gmtime(since)), why)
 
     def _judge(self, address, observation):
         """What is wrong (a phrase), '' when healthy, None: no verdict."""

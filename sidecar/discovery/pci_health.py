@@ -145,7 +145,8 @@ def link_problem(path, port_path, check_speed=True):
         port_widest = _width(read(os.path.join(port_path,
                                                'max_link_width')))
         best = min(best, port_best or best)
-        widest = min(widest or 0, port_widest or widest or 0) or widest
+        if widest and port_widest:
+            widest = min(widest, port_widest)
     speed = _speed(current)
     if speed is None or width == 0:
         return 'PCIe link down (current_link_speed %r, current_link_width ' \

@@ -207,12 +207,17 @@ class UnknownTest(PciHealthTestCase):
                       self.log.output)
         self.now += 540
         devices = self.assertFenced(
-            NIC, 'health unknown: no good reading for 600 s (last good '
-                 'reading at 1970-01-12T13:47:40Z; now: ',
+            NIC, 'health unknown: no good reading for more than 600 s '
+                 '(last good reading at 1970-01-12T13:47:40Z; now: ',
             trait=health.UNKNOWN_TRAIT)
         self.assertNotIn(health.UNHEALTHY_TRAIT,
                          devices[NIC].deployables[0].traits)
         self.assertIn('Device 0000:3b:00.0 is unknown', self.log.output)
+        # Later cycles keep the hold as it is: one WARNING, not one a cycle.
+        self.now += 60
+        self.assertFenced(NIC, '13:47:40Z', trait=health.UNKNOWN_TRAIT)
+        self.assertEqual(1, self.log.output.count('is held out of '
+                                                  'scheduling: unhealthy'))
         os.rmdir(self.sim._dir(NIC, 'config'))
         sim_health.set_config_alive(self.sim, NIC)
         self.assertHealthy()
