@@ -159,7 +159,8 @@ class _Archive:
         elif not st.st_mode & 0o444:
             data = b''  # write-only (remove, create): its presence counts
         elif NEVER_READ.match(name):
-            return self._skip(relpath, 'not captured (binary or an action)')
+            return self._skip(relpath, 'not captured (BARs, option ROM or '
+                              'an action file)')
         else:
             size = CONFIG_HEADER if name == 'config' else MAX_FILE + 1
             try:

@@ -78,7 +78,8 @@ class CaptureTest(base.DiscoverCase):
                                  qat + 'serial_number']),
                          manifest['scrubbed'])
         expected = {
-            nic + 'resource0': 'not captured (binary or an action)',
+            nic + 'resource0': 'not captured (BARs, option ROM or an action '
+                               'file)',
             qat + 'big': 'larger than 65536 bytes',
             qat + 'out_of_tree': 'link leaves the sysfs root',
             qat + 'climbs_out': "target '../../../../../..' leaves the "
