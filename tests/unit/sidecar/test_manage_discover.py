@@ -317,3 +317,25 @@ class DiscoverAlveoAndVgpuTest(simhost.SimHostTestCase):
                           'info names it as mgmt_pf); not offered itself'],
                          why['0000:81:00.0'])
         self.assertIn('nvidia/current_vgpu_type is 0', why[card.vfs[1]][0])
+
+
+class DiscoverLibvirtSourceTest(DiscoverCase):
+
+    def test_same_devices_from_libvirt(self):
+        # [sidecar] discovery_source = libvirt: the daemon's source, read
+        # from libvirt's node devices (its test driver here), which lack
+        # the NIC's VFs: the NIC is not reported from there.
+        other = build_host().host
+        for vf in NIC_VFS:
+            other.remove_function(vf)
+        uri = other.write_node_xml(os.path.join(self.root, 'node.xml'))
+        config = self.write_config(self.sys)
+        with open(config, 'a') as f:
+            f.write('[sidecar]\ndiscovery_source = libvirt\n'
+                    'libvirt_uri = %s\n' % uri)
+        from_sysfs = json.loads(self.discover('-f', 'json'))
+        from_libvirt = json.loads(self.discover('-f', 'json',
+                                                config_file=config))
+        self.assertEqual([d for d in from_sysfs['devices']
+                          if d['address'] != NIC], from_libvirt['devices'])
+        self.assertEqual(3, len(from_libvirt['devices']))
