@@ -8,6 +8,7 @@ from sidecar import exception
 from sidecar import model
 from sidecar.drivers import fpga
 from sidecar.sources import sysfs
+from sidecar_simulator import dfl
 from sidecar_simulator import host as simulator
 from sidecar_simulator import xrt
 from tests.unit.sidecar import simhost
@@ -132,7 +133,20 @@ class XrtDiscoveryTest(simhost.SimHostTestCase):
         self.assertRaises(exception.UnknownDevice,
                           self.driver.loaded_function, USER)
 
-    def test_beside_a_dfl_like_region_card(self):
+    def test_beside_a_dfl_card(self):
+        host = simulator.SimulatedHost()
+        dfl_host = dfl.DflHost(host)
+        dfl_host.add_card('d5005', afu_id=simhost.FUNCTION_ID,
+                          address='0000:82:00.0')
+        dfl_host.write(self.root)
+        devices = self._card(host=host)
+        self.assertEqual({USER: 'xilinx', '0000:82:00.0': 'intel'},
+                         {a: d.driver_name for a, d in devices.items()})
+        self.assertEqual(simhost.FUNCTION_ID,
+                         self.driver.loaded_function('0000:82:00.0'))
+        self.assertEqual([], self.warnings())
+
+    def test_beside_a_generic_region_card(self):
         host = simulator.SimulatedHost()
         host.add_fpga(vendor_id='8086', address='0000:82:00.0',
                       function_id=simhost.FUNCTION_ID)
