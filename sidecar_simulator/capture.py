@@ -61,8 +61,10 @@ def _members(tar):
         count += 1
         if count > MAX_MEMBERS:
             raise UnsafeArchive('more than %d members' % MAX_MEMBERS)
-        if member.name == MANIFEST and member.isfile():
-            continue
+        if (member.name == MANIFEST and member.isfile() or
+                member.name.rstrip('/') == PREFIX.rstrip('/') and
+                member.isdir()):
+            continue  # the root itself: made by load
         rel = _relpath(member)
         if not (member.isdir() or member.isfile() or member.issym()):
             raise UnsafeArchive('member %r: neither a file, a directory '

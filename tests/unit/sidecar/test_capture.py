@@ -170,7 +170,10 @@ class HostileArchiveTest(testtools.TestCase):
             self.dir)))
 
     def test_good(self):
-        path = _archive(os.path.join(self.dir, 'good.tar.gz'), *self.GOOD)
+        # As tar itself writes it: the directories first.
+        path = _archive(os.path.join(self.dir, 'good.tar.gz'),
+                        ('sysfs', 'dir', None), ('sysfs/devices', 'dir', None),
+                        *self.GOOD)
         capture.load(path, self.root)
         with open(os.path.join(self.root, 'bus/pci/devices/0000:81:00.0/'
                                'vendor')) as f:
