@@ -114,6 +114,7 @@ class _Archive:
         self.total = 0
         self.skipped = []  # {'path', 'reason'}
         self.scrubbed = []
+        self._walked = set()  # (directory, device)
 
     def _inside(self, path):
         return path == self.root or path.startswith(self.root + os.sep)
@@ -179,6 +180,9 @@ class _Archive:
     def tree(self, path, depth=0, device=False):
         """Capture ``path`` (a real directory inside the root): its files
         and links; below a PCI function only :data:`DESCEND` and mdevs."""
+        if (path, device) in self._walked:
+            return  # a class link leads where a PCI function's walk went
+        self._walked.add((path, device))
         if depth > MAX_DEPTH:
             return self._skip(self.rel(path), 'deeper than %d' % MAX_DEPTH)
         try:
@@ -237,8 +241,7 @@ def collect(root):
         archive.tree(real, device=True)
     for name in CLASSES:
         for real in archive.links_of(os.path.join('class', name)):
-            # Already read when under a PCI function; read again, nothing
-            # is added twice.
+            # Usually under a PCI function, read already: not again.
             archive.tree(real, device=bool(_BDF.match(
                 os.path.basename(real))))
     archive.links_of('bus/mdev/devices')

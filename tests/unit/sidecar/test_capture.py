@@ -34,6 +34,10 @@ class CaptureTest(base.DiscoverCase):
                 f.write(value + '\n')
         with open(os.path.join(nic, 'config'), 'wb') as f:
             f.write(b'\x86\x80' * 128)
+        # The T4 is also reached through class/mdev_bus: still one entry.
+        with open(os.path.join(self.sys, 'bus/pci/devices', base.T4,
+                               'resource0'), 'w') as f:
+            f.write('x\n')
         qat = os.path.join(self.sys, 'bus/pci/devices', base.QAT)
         with open(os.path.join(qat, 'serial_number'), 'w') as f:
             f.write(SERIAL + '\n')
@@ -52,7 +56,7 @@ class CaptureTest(base.DiscoverCase):
     def test_loaded_capture_discovers_the_same(self):
         out = self.capture()
         self.assertIn('Wrote %s: ' % self.archive, out)
-        self.assertIn('4 scrubbed (serial numbers, MAC addresses), 4 '
+        self.assertIn('4 scrubbed (serial numbers, MAC addresses), 5 '
                       'skipped (listed in its MANIFEST.json)', out)
         loaded = capture.load(self.archive, os.path.join(self.root, 'new'))
         original = self.discover()
@@ -80,12 +84,15 @@ class CaptureTest(base.DiscoverCase):
         expected = {
             nic + 'resource0': 'not captured (BARs, option ROM or an action '
                                'file)',
+            'devices/pci0000:00/%s/resource0' % base.T4:
+                'not captured (BARs, option ROM or an action file)',
             qat + 'big': 'larger than 65536 bytes',
             qat + 'out_of_tree': 'link leaves the sysfs root',
             qat + 'climbs_out': "target '../../../../../..' leaves the "
                                 "sysfs root"}
         self.assertEqual(expected, {s['path']: s['reason']
                                     for s in manifest['skipped']})
+        self.assertEqual(len(expected), len(manifest['skipped']))
         root = capture.load(self.archive, os.path.join(self.root, 'new'))
         nic_dir = os.path.join(root, 'bus/pci/devices', base.NIC)
         with open(os.path.join(nic_dir, 'net/ens1f0/address')) as f:
