@@ -46,9 +46,9 @@ import time
 
 from oslo_log import log as logging
 
+from sidecar.discovery import health_baselines
 from sidecar.discovery import pci_health
 from sidecar.discovery import vanished as vanished_mod
-from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class Monitor:
         self._good = {}       # address: time of the last good reading
         self._gone = set()    # addresses gone at the last cycle
         self._failing = set()  # addresses whose health was not read
-        self._baselines = _Baselines(state_path)
+        self._baselines = health_baselines.Baselines(state_path, FILE)
         self._vanished = vanished_mod.Vanished(sysfs_root, state_path)
         self._lock = threading.Lock()
         self._last = {}       # address: (driver, device) last discovered
@@ -400,27 +400,3 @@ class Monitor:
         except Exception as exc:
             return 'unknown (%s)' % exc
         return ', '.join(sorted(users)) or 'none'
-
-
-class _Baselines:
-    """``{device address: {function: fatal AER count}}``, persisted in
-    ``<state_path>/health.json`` (a corrupt file is quarantined)."""
-
-    def __init__(self, state_path):
-        self._file = None
-        data = None
-        if state_path:
-            os.makedirs(state_path, mode=0o700, exist_ok=True)
-            self._file = state_cache.StateFile(os.path.join(state_path,
-                                                            FILE))
-            data = self._file.load()
-        self._data = data if isinstance(data, dict) else {}
-
-    def get(self, key):
-        value = self._data.get(key)
-        return value if isinstance(value, dict) else None
-
-    def put(self, key, value):
-        self._data[key] = value
-        if self._file is not None:
-            self._file.save(self._data)
