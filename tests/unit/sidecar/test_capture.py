@@ -4,6 +4,7 @@ hostile archive is refused with nothing written."""
 
 import gzip
 import io
+import json
 import os
 import tarfile
 
@@ -12,6 +13,9 @@ import testtools
 
 from sidecar.cmd import capture as capture_cmd
 from sidecar_simulator import capture
+from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia
+from sidecar_simulator import xrt
 from tests.unit.sidecar import test_manage_discover as base
 
 MAC = 'b4:96:91:aa:bb:cc'
@@ -258,3 +262,45 @@ class ScrubTest(testtools.TestCase):
                 ('devices/p/0000:01:00.0/address', None),
                 ('devices/p/0000:01:00.0/net/eth0/mtu', None)):
             self.assertEqual(value, capture_cmd.scrubbed(relpath), relpath)
+
+
+class CaptureGpuAndAlveoTest(base.DiscoverCase):
+    """What the GPU and Alveo drivers read is captured too: driver links,
+    IOMMU groups, ``nvidia/`` files, mdevs, XRT attributes."""
+
+    def test_loaded_capture_discovers_the_same(self):
+        host = simulator.SimulatedHost()
+        alveo = xrt.XrtHost(host)
+        alveo.add_card('u250', address='0000:81:00.0')
+        gpus = nvidia.NvidiaHost(host)
+        gpus.add_vfio_vgpu_card(num_vfs=3, address='0000:3b:00.0',
+                                types={0: 'NVIDIA H100-4C'})
+        a100 = gpus.add_mdev_card(num_vfs=3, address='0000:5e:00.0')
+        gpus.add_passthrough_gpu(address='0000:af:00.0')
+        sys = os.path.join(self.root, 'gpus')
+        alveo.write(sys)
+        gpus.write(sys)
+        gpus.create_mdev(a100, a100.vfs[0], 'nvidia-474')
+        config = self.write_config(sys, '[gpu]\nenabled_mdev_types = '
+                                   'nvidia-474\nmdev_max_instances = '
+                                   'nvidia-474:4\n')
+        original = json.loads(self.discover('-f', 'json',
+                                            config_file=config))
+        archive = os.path.join(self.root, 'gpus.tar.gz')
+        self.assertEqual(0, self.manage('capture', '--output', archive,
+                                        config_file=config)[0])
+        loaded = capture.load(archive, os.path.join(self.root, 'loaded'))
+        again = json.loads(self.discover('-f', 'json',
+                                         config_file=self.write_config(
+                                             loaded, config_extra(config))))
+        for result in (original, again):
+            result.pop('sysfs_root')
+        self.assertEqual(original, again)
+        self.assertEqual(4, len(again['devices']))
+
+
+def config_extra(path):
+    """The lines of a configuration file after its base part."""
+    with open(path) as f:
+        text = f.read()
+    return text[text.index('[gpu]\nenabled_mdev_types = nvidia-474'):]
