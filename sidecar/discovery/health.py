@@ -58,8 +58,9 @@ UNKNOWN_TRAIT = 'CUSTOM_HEALTH_UNKNOWN'
 #: The reason of a device whose health was not read for too long: it
 #: stays the same from cycle to cycle (the time of the last good reading
 #: gives its age), so the hold is not rewritten every cycle.
-UNKNOWN = ('health unknown: no good reading for more than %d s (last good '
-           'reading at %s; now: %s)')
+UNKNOWN = 'health unknown: no good reading for more than %d s (%s; now: %s)'
+_LAST_GOOD = 'last good reading at %s'
+_NEVER_GOOD = 'none since it was first seen at %s'
 #: Display controllers lower their link speed when idle (not a fault).
 LINK_SPEED_EXEMPT = ('03',)
 GONE = 'device gone from the host (no %s in sysfs)'
@@ -242,6 +243,7 @@ class Monitor:
         self._good = {}       # address: time of the last good reading
         self._gone = set()    # addresses gone at the last cycle
         self._failing = set()  # addresses whose health was not read
+        self._first = {}      # address: first failed reading, none good
         self._baselines = health_baselines.Baselines(state_path, FILE)
         self._vanished = vanished_mod.Vanished(sysfs_root, state_path)
         self._lock = threading.Lock()
@@ -329,7 +331,7 @@ class Monitor:
         good reading is younger than ``unknown_after``."""
         now = self._clock()
         last = self._good.get(address)
-        since = self._good.setdefault(address, now) if last is None else last
+        since = last or self._first.setdefault(address, now)
         why = '; '.join(observation.unreadable)
         if now - since < self.unknown_after:
             if address in self._failing:
@@ -339,8 +341,9 @@ class Monitor:
                         'is kept until %d s without a good reading',
                         address, why, self.unknown_after)
             return None
-        return UNKNOWN % (self.unknown_after, time.strftime(
-            '%Y-%m-%dT%H:%M:%SZ', time.gmtime(since)), why)
+        when = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))
+        return UNKNOWN % (self.unknown_after, (
+            _LAST_GOOD if last else _NEVER_GOOD) % when, why)
 
     def _judge(self, address, observation):
         """What is wrong (a phrase), '' when healthy, None: no verdict."""

@@ -43,8 +43,9 @@ class ListHealthTest(testtools.TestCase):
                  'to the device went down')
         self.sidecar.holds.hold(PF, 'unhealthy', fault)
         self.assertEqual(('unhealthy', {'unhealthy': fault}), self.listed())
-        unknown = health.UNKNOWN % (600, '2026-11-26T14:00:00Z',
-                                    'config: [Errno 5] EIO')
+        unknown = health.UNKNOWN % (
+            600, 'last good reading at 2026-11-26T14:00:00Z',
+            'config: [Errno 5] EIO')
         self.sidecar.holds.hold(PF, 'unhealthy', unknown)
         self.assertEqual(('unknown', {'unhealthy': unknown}), self.listed())
         self.sidecar.holds.release(PF, 'unhealthy')

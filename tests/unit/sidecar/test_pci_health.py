@@ -230,6 +230,15 @@ class UnknownTest(PciHealthTestCase):
         sim_health.set_link(self.sim, NIC, width=1)
         self.assertFenced(NIC, 'width x1 of x16')
 
+    def test_never_read_is_unknown_from_the_first_look(self):
+        self.unreadable(NIC)
+        self.assertHealthy()
+        self.now += 600
+        self.assertFenced(NIC, 'no good reading for more than 600 s (none '
+                               'since it was first seen at '
+                               '1970-01-12T13:46:40Z; now: ',
+                          trait=health.UNKNOWN_TRAIT)
+
     def test_check_that_raises_is_unknown_in_time(self):
         self.assertHealthy()
         real = pci.PciDriver.health
