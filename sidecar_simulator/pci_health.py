@@ -48,6 +48,12 @@ SOURCES = {
               'PCI_DEVICE_ID 0x02, little-endian; include/linux/pci.h '
               'PCI_ERROR_RESPONSE (all ones from a device that does not '
               'answer)',
+    'qat_heartbeat': 'Documentation/ABI/testing/debugfs-driver-qat '
+                     '(/sys/kernel/debug/qat_<device>_<BDF>/heartbeat/'
+                     'status: 0 healthy, -1 unresponsive); drivers/crypto/'
+                     'intel/qat/qat_common/adf_dbgfs.c (ADF_DEVICE_NAME_'
+                     'PREFIX "qat_", the device class name "4xxx", '
+                     'pci_name)',
     'qat': 'Documentation/ABI/testing/sysfs-driver-qat (qat/state "up" or '
            '"down", qat/cfg_services such as "sym;asym" or "dc"); PCI ids: '
            'drivers/crypto/intel/qat/qat_common/adf_accel_devices.h '
@@ -66,6 +72,8 @@ _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
     (r'(current|max)_link_(speed|width)$', 'link'),
     (r'/config$', 'config'),
     (r'/qat/(state|cfg_services)$', 'qat'),
+    (r'^kernel/debug/qat_4xxx_[0-9a-f:.]+/heartbeat/status$',
+     'qat_heartbeat'),
     (r'/(vendor|device|class)$', 'port'),
 ))
 
@@ -204,9 +212,9 @@ def set_config_alive(host, address, alive=True):
         out.write(data)
 
 
-def set_qat(host, address, state=None, services=None):
-    """A QAT 4xxx PF's ``qat/state`` and ``qat/cfg_services`` (None:
-    leave as it is)."""
+def set_qat(host, address, state=None, services=None, heartbeat=None):
+    """A QAT 4xxx PF's ``qat/state``, ``qat/cfg_services`` and debugfs
+    heartbeat ``status`` (``'0'``, ``'-1'``; None: leave as it is)."""
     if host.functions[address].product_id not in QAT_4XXX:
         raise KeyError('%s is not a QAT 4xxx PF' % address)
     # SOURCES['qat']
@@ -214,6 +222,11 @@ def set_qat(host, address, state=None, services=None):
         _write(host._dir(address, 'qat', 'state'), state)
     if services is not None:
         _write(host._dir(address, 'qat', 'cfg_services'), services)
+    if heartbeat is not None:
+        # SOURCES['qat_heartbeat']
+        _write(os.path.join(host.root, 'kernel', 'debug',
+                            'qat_4xxx_' + address, 'heartbeat', 'status'),
+               heartbeat)
 
 
 def add_qat(host, address, services='sym;asym', num_vfs=4,
@@ -223,7 +236,7 @@ def add_qat(host, address, services='sym;asym', num_vfs=4,
                 num_vfs=num_vfs, vf_product_id=QAT_4XXX[product_id])
     if host.root is not None:
         host.write(host.root)
-        set_qat(host, address, 'up', services)
+        set_qat(host, address, 'up', services, heartbeat='0')
     return address
 
 
@@ -231,12 +244,14 @@ def written_paths(host):
     """Paths (relative to the root) this module wrote in ``host``'s tree."""
     names = ('aer_', 'link_', 'config')
     result = []
-    for top, _dirs, files in os.walk(os.path.join(host.root, 'devices')):
+    for top, _dirs, files in list(os.walk(os.path.join(
+            host.root, 'devices'))) + list(os.walk(os.path.join(
+                host.root, 'kernel', 'debug'))):
         for name in files:
             path = os.path.join(top, name)
             rel = os.path.relpath(path, host.root)
             port = os.path.basename(top) in _roots(host)
-            if (port or '/qat/' in rel or
+            if (port or '/qat/' in rel or rel.startswith('kernel/') or
                     any(name.startswith(n) for n in names) or
                     name.startswith(('current_link', 'max_link'))):
                 result.append(rel)

@@ -20,12 +20,17 @@ An Intel QAT GEN4 PF (4xxx, 401xx, 402xx) serves what its
 ``CUSTOM_QAT_SERVICE_<SERVICES>`` (``CUSTOM_QAT_SERVICE_SYM_ASYM``,
 ``CUSTOM_QAT_SERVICE_DC``; in a fixed order, as the kernel treats
 ``asym;sym`` as ``sym;asym``), so that a device profile asks for crypto
-or compression. Its ``qat/state`` other than ``up`` is a health fault.
+or compression. Its ``qat/state`` other than ``up`` is a health fault, and
+so is a heartbeat ``status`` other than 0 where debugfs shows it
+(``<sysfs_root>/kernel/debug/qat_<device>_<address>/heartbeat/status``,
+Documentation/ABI/testing/debugfs-driver-qat: reading it polls the
+device).
 """
 
 import dataclasses
 import fnmatch
 import functools
+import glob
 import os
 import re
 import typing
@@ -287,22 +292,31 @@ class PciDriver(base.DiscoveryDriver):
             return set()
 
     def health(self, device):
-        """The PCI checks, and a QAT PF's ``qat/state``."""
+        """The PCI checks, and a QAT PF's ``qat/state`` and heartbeat."""
         observation = super().health(device)
         if observation.gone or device.vendor != '8086' or \
                 device.model not in QAT_PFS:
             return observation
-        path = os.path.join(self._qat_dir(device.address), 'state')
+        problems, unreadable = [], []
         try:
-            state = pci_health.read(path)
+            state = pci_health.read(os.path.join(
+                self._qat_dir(device.address), 'state'))
+            if state is not None and state != 'up':
+                problems.append('QAT device state is %r, not up'
+                                % state[:32])
+            for path in glob.glob(os.path.join(
+                    self.sysfs_root, 'kernel', 'debug',
+                    'qat_*_' + device.address, 'heartbeat', 'status')):
+                status = pci_health.read(path)
+                if status is not None and status != '0':
+                    problems.append('QAT heartbeat status is %r: the device '
+                                    'is unresponsive' % status[:16])
         except pci_health.Unreadable as exc:
-            return dataclasses.replace(observation, unreadable=(
-                observation.unreadable + (str(exc),)))
-        if state is None or state == 'up':
-            return observation
-        return dataclasses.replace(observation, problems=(
-            observation.problems + ('QAT device state is %r, not up'
-                                    % state[:32],)))
+            unreadable.append(str(exc))
+        return dataclasses.replace(
+            observation,
+            problems=observation.problems + tuple(problems),
+            unreadable=observation.unreadable + tuple(unreadable))
 
     def _device(self, root, spec, handles):
         traits = {os_traits.OWNER_CYBORG}

@@ -287,6 +287,14 @@ class QatTest(PciHealthTestCase):
         for bad in ('', ';', 'SYM', 'a b'):
             self.assertRaises(ValueError, pci.qat_trait, bad)
 
+    def test_heartbeat_failure_is_a_fault(self):
+        self.assertHealthy()
+        sim_health.set_qat(self.sim, QAT, heartbeat='-1')
+        self.assertFenced(QAT, "QAT heartbeat status is '-1': the device "
+                               "is unresponsive")
+        sim_health.set_qat(self.sim, QAT, heartbeat='0')
+        self.assertHealthy()
+
     def test_state_down_is_a_fault(self):
         self.assertHealthy()
         sim_health.set_qat(self.sim, QAT, state='down')
@@ -301,7 +309,8 @@ class SimulatorSourcesTest(PciHealthTestCase):
         sim_health.set_port_aer(self.sim, NIC_PORT, fatal=1)
         paths = sim_health.written_paths(self.sim)
         for expected in ('aer_rootport_total_err_fatal', 'aer_dev_fatal',
-                         'max_link_width', 'config', 'qat/cfg_services'):
+                         'max_link_width', 'config', 'qat/cfg_services',
+                         'heartbeat/status'):
             self.assertTrue(any(p.endswith(expected) for p in paths),
                             expected)
         for path in paths:
