@@ -92,10 +92,12 @@ def check_hosts(context, func, instance, *args, **kwargs):
         return
     arguments = inspect.signature(func).bind(
         None, context, instance, *args, **kwargs).arguments
+    # First whether the hosts run what the move needs, then (live
+    # migration) whether the devices can move.
+    capability.check_hosts(context, func.__name__, instance, arguments)
     if func.__name__ == 'live_migrate':
         check_live_migration(context, instance, arguments.get('host_name'),
                              arguments.get('force'))
-    capability.check_hosts(context, func.__name__, instance, arguments)
 
 
 def _refuse_live_migration(reason):

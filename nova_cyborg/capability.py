@@ -1,30 +1,38 @@
-"""Which computes serve nova-cyborg: a trait on their compute node provider.
+"""Which computes serve nova-cyborg: versioned traits on their node provider.
 
 A patched nova-compute and an unpatched one report the same Nova service
 version, so nothing in Nova's own records tells them apart. A patched
-compute therefore reports the trait :data:`TRAIT` on its compute node
-resource provider (patch 0013 adds it to the traits the resource tracker
-syncs, :func:`report`), the way Nova's computes report
-``COMPUTE_ACCELERATORS``. The trait names the version of nova-cyborg's
-compute RPC namespace (:mod:`nova_cyborg.rpc`) the compute serves.
+compute therefore reports one trait per capability version it serves
+(:data:`VERSIONS`) on its compute node resource provider (patch 0013 adds
+them to the traits the resource tracker syncs, :func:`report`), the way
+Nova's computes report ``COMPUTE_ACCELERATORS``. A compute reports every
+version up to its own: a newer one serves all that an older one does.
+What a server needs is the *minimum* version of what is asked
+(:func:`needed`), so during a rolling upgrade the computes of the old and
+the new version both take the work the old one can do, and the accelerator
+capacity is not split.
 
-Two consumers, both only for servers with accelerators; for any other
+Consumers, all only for servers with accelerators (a device profile in
+the flavor, or accelerators added with addAccelerator); for any other
 server Nova behaves as upstream:
 
-* nova-scheduler requires the trait on the root provider of a request
+* nova-scheduler requires the 1.0 trait on the root provider of a request
   whose flavor names a device profile (patch 0014, beside upstream's
-  ``COMPUTE_ACCELERATORS`` in ``accelerators_filter``; :func:`require`):
-  a boot, resize, cold migration, evacuation or unshelve never picks a
-  compute that is not patched.
-* nova-api refuses (HTTP 409, :func:`check_hosts`) a resize or cold
-  migration whose source compute does not have the trait (the source's
-  half of the move runs nova-cyborg code), and a cold migration or
-  evacuation to a named host that does not have it, instead of accepting
-  a move that would fail later or build the guest without its devices.
+  ``COMPUTE_ACCELERATORS`` in ``accelerators_filter``; :func:`require`);
+  the conductor requires what an evacuation or a live migration needs for
+  any server with accelerators (:func:`require_for`): no move lands on a
+  compute that cannot serve it.
+* nova-api refuses a move whose source or named destination does not
+  report what the move needs (:func:`check_hosts`): a resize or cold
+  migration (source and destination), an evacuation (destination) with
+  HTTP 409, a live migration (source and destination) with HTTP 400 as
+  its other refusals, each naming the host and the trait, instead of
+  accepting a move that would fail later or build the guest without its
+  devices.
 
-A compute that is reverted to an unpatched Nova keeps the trait (an
+A compute that is reverted to an unpatched Nova keeps the traits (an
 unpatched resource tracker leaves traits it does not know alone): the
-operator removes it (``doc/source/upgrade.rst``).
+operator removes them (``doc/source/upgrade.rst``).
 """
 
 from keystoneauth1 import exceptions as ks_exc
@@ -32,20 +40,52 @@ from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler.client import report as placement_report
 
+from nova_cyborg import bookkeeping
+from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg import move
-from nova_cyborg import rpc
 
-#: The trait a compute serving nova-cyborg's RPC namespace reports.
-TRAIT = 'CUSTOM_NOVA_CYBORG_' + rpc.VERSION.replace('.', '_')
+TRAIT_PREFIX = 'CUSTOM_NOVA_CYBORG_'
+
+#: Every capability version a compute patched by this release serves,
+#: oldest first, with what it adds.
+VERSIONS = (
+    ('1.0', 'boot, resize, cold migration, evacuation, shelve and unshelve '
+            'of a server with accelerators; addAccelerator and '
+            'removeAccelerator (patches 0001 to 0014)'),
+    ('1.1', 'live migration of a server with accelerators: the '
+            'destination\'s accelerator requests bound before the move, '
+            'the source\'s released after it (patches 0020a to 0020c)'),
+)
+
+
+def trait(version):
+    """The trait naming capability ``version`` ('1.1')."""
+    return TRAIT_PREFIX + version.replace('.', '_')
+
+
+#: The traits a patched compute reports, one per version it serves.
+TRAITS = tuple(trait(version) for version, _what in VERSIONS)
+#: What any server with accelerators needs of its compute.
+TRAIT = trait('1.0')
+
+#: The version each decorated ``nova.compute.api.API`` method needs of its
+#: hosts, if more than 1.0.
+_NEEDS = {'live_migrate': '1.1'}
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
 #: Decorated ``nova.compute.api.API`` methods whose hosts are checked, and
 #: the name of their destination host argument.
-_DESTINATION_ARG = {'resize': 'host_name', 'evacuate': 'host'}
+_DESTINATION_ARG = {'resize': 'host_name', 'evacuate': 'host',
+                    'live_migrate': 'host_name'}
 #: Of those, the ones whose source compute runs nova-cyborg code.
-_SOURCE_CHECKED = frozenset(['resize'])
+_SOURCE_CHECKED = frozenset(['resize', 'live_migrate'])
+
+
+def needed(operation):
+    """The trait a host must report to serve ``operation`` of a server
+    with accelerators (the minimum version that does)."""
+    return trait(_NEEDS.get(operation, '1.0'))
 
 
 class ComputeNotServing(nova_exception.ServiceUnavailable,
@@ -60,12 +100,26 @@ class ComputeNotServing(nova_exception.ServiceUnavailable,
     code = 409
 
 
+class LiveMigrationHostNotServing(exception.OperationRefused):
+    """A host of a live migration of a server with accelerators is not
+    ready.
+
+    Answered with HTTP 400 at every microversion, as the live migrations
+    nova-cyborg refuses for their devices (:mod:`nova_cyborg.api`); Nova's
+    own ``MigrationPreCheckError`` would be a 500 from nova-api at
+    microversion 2.34 and later, where Nova expects it from the conductor.
+    """
+
+    msg_fmt = _("Live migration of this server with accelerators is "
+                "refused: %(reason)s")
+
+
 def report(traits):
-    """Add :data:`TRAIT` to the traits of this compute's node provider.
+    """Add :data:`TRAITS` to the traits of this compute's node provider.
 
     :param traits: the set the resource tracker syncs to Placement.
     """
-    traits.add(TRAIT)
+    traits.update(TRAITS)
 
 
 def require(request_spec):
@@ -81,47 +135,78 @@ def require(request_spec):
     return True
 
 
+def require_for(request_spec, instance, operation):
+    """Have the scheduler pick only computes that can serve ``operation``
+    of ``instance``, whatever its accelerators came from (its flavor's
+    device profile or addAccelerator).
+
+    :param operation: the ``nova.compute.api.API`` method, for
+        :func:`needed`.
+    :returns: True if a trait was required.
+    """
+    if not bookkeeping.has_accelerators(instance):
+        return False
+    request_spec.root_required.add(needed(operation))
+    return True
+
+
 def check_hosts(context, operation, instance, arguments):
     """Refuse a move of a server with accelerators a host cannot serve.
 
     :param operation: the name of the ``nova.compute.api.API`` method.
     :param arguments: its arguments by name (``inspect.BoundArguments``).
-    :raises: ComputeNotServing (HTTP 409) naming the host and why.
+    :raises: ComputeNotServing (HTTP 409), or for a live migration
+        LiveMigrationHostNotServing (HTTP 400),
+        naming the host, the trait it lacks and why.
     """
     if (operation not in _DESTINATION_ARG or
-            not move.has_accelerators(instance)):
+            not bookkeeping.has_accelerators(instance)):
         return
+    error = (LiveMigrationHostNotServing if operation == 'live_migrate'
+             else ComputeNotServing)
+    wanted = needed(operation)
     if operation in _SOURCE_CHECKED:
         node = objects.ComputeNode.get_by_host_and_nodename(
             context, instance.host, instance.node)
-        _check_nodes(context, instance.host, [node], _('source'))
+        _check_nodes(context, instance.host, [node], _('source'), wanted,
+                     error)
     host = arguments.get(_DESTINATION_ARG[operation])
     if host:
         try:
             nodes = objects.ComputeNodeList.get_all_by_host(context, host)
         except nova_exception.ComputeHostNotFound:
             return  # Nova's own checks answer that
-        _check_nodes(context, host, nodes, _('destination'))
+        _check_nodes(context, host, nodes, _('destination'), wanted, error)
 
 
-def _check_nodes(context, host, nodes, role):
+def _served(traits):
+    """The capability versions of :data:`VERSIONS` that ``traits`` name."""
+    return [version for version, _what in VERSIONS
+            if trait(version) in traits]
+
+
+def _check_nodes(context, host, nodes, role, wanted, error):
     client = placement_report.report_client_singleton()
     for node in nodes:
         try:
             traits = client.get_provider_traits(context, node.uuid).traits
         except (nova_exception.NovaException, ks_exc.ClientException) as e:
-            raise ComputeNotServing(reason=_(
+            raise error(reason=_(
                 'The traits of the %(role)s host %(host)s could not be read '
                 'from Placement (%(error)s): a server with accelerators is '
                 'moved only between computes known to run nova-cyborg. Try '
                 'again later.') % {
                     'role': role, 'host': host,
                     'error': e})
-        if TRAIT not in traits:
-            raise ComputeNotServing(reason=_(
-                'The %(role)s host %(host)s cannot move a server with '
-                'accelerators: its compute node does not report trait '
-                '%(trait)s (nova-compute there is not patched by '
-                'nova-cyborg, or runs an older nova-cyborg). Upgrade it '
-                'first, or choose another host.') % {
-                    'role': role, 'host': host, 'trait': TRAIT})
+        if wanted in traits:
+            continue
+        served = _served(traits)
+        why = (_('it runs an older nova-cyborg, which serves versions %s') %
+               ', '.join(served) if served else
+               _('nova-compute there is not patched by nova-cyborg'))
+        raise error(reason=_(
+            'The %(role)s host %(host)s cannot move a server with '
+            'accelerators: its compute node does not report trait '
+            '%(trait)s (%(why)s). Upgrade it first, or choose another '
+            'host.') % {'role': role, 'host': host, 'trait': wanted,
+                        'why': why})

@@ -1,5 +1,6 @@
 """Hooks of ``nova.conductor.manager``, ``nova.conductor.tasks.migrate``
-and ``nova.conductor.tasks.live_migrate`` (patches 0002, 0007 and 0020a).
+and ``nova.conductor.tasks.live_migrate`` (patches 0002, 0007, 0020a and
+0023).
 """
 
 import functools
@@ -7,6 +8,7 @@ import functools
 from nova.compute import vm_states
 
 from nova_cyborg import bookkeeping
+from nova_cyborg import capability
 from nova_cyborg import conductor
 from nova_cyborg import early_arqs
 from nova_cyborg import live_migration
@@ -193,11 +195,28 @@ def refuse_forced_live_migration(instance, destination):
 def add_live_migration_profile_groups(context, request_spec, instance):
     """Called by ``LiveMigrationTask._get_request_spec_for_select_
     destinations()`` after the request spec's PCI groups: the scheduler
-    is asked for the flavor's device profile on live-migratable providers.
-    Nothing for a server without a device profile.
+    is asked for the flavor's device profile on live-migratable providers,
+    and, for a server with accelerators (its flavor's or added ones), for a
+    compute that serves their live migration (capability 1.1). Nothing for
+    a server without accelerators.
     """
     live_migration.add_profile_groups(context, request_spec,
                                       instance.flavor)
+    # Source and destination must serve live migration of accelerators.
+    capability.require_for(request_spec, instance, 'live_migrate')
+
+
+def require_capability(request_spec, instance, operation):
+    """Called by ``ComputeTaskManager.rebuild_instance()`` before it asks
+    the scheduler for an evacuation's host (patch 0023).
+
+    Requires the capability trait that ``operation`` of a server with
+    accelerators needs (its flavor's or those added with addAccelerator)
+    on the root provider. Nothing for a server without accelerators.
+
+    :param request_spec: the nova.objects.RequestSpec; changed in place.
+    """
+    capability.require_for(request_spec, instance, operation)
 
 
 def bind_live_migration_arqs(context, instance, migration, request_spec):

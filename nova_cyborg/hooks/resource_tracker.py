@@ -11,9 +11,10 @@ def report_traits(traits):
     """Called by ``ResourceTracker._get_traits()`` with the traits of the
     compute node provider, beside upstream's ``COMPUTE_NODE``.
 
-    Adds the trait saying that this compute serves nova-cyborg
-    (``CUSTOM_NOVA_CYBORG_1_0``); a patched and an unpatched nova-compute
-    report the same service version.
+    Adds the traits saying which nova-cyborg capability versions this
+    compute serves (``CUSTOM_NOVA_CYBORG_1_0``, ``CUSTOM_NOVA_CYBORG_1_1``:
+    ``nova_cyborg.capability.VERSIONS``); a patched and an unpatched
+    nova-compute report the same service version.
 
     :param traits: the set of trait names the resource tracker syncs to
         Placement; changed in place.

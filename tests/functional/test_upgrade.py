@@ -2,9 +2,9 @@
 with accelerators.
 
 A patched and an unpatched nova-compute report the same Nova service
-version; what tells them apart is the trait a patched compute reports on
+version; what tells them apart is the traits a patched compute reports on
 its compute node provider (``nova_cyborg.capability``). Here ``compute2``
-runs the patched code but its resource tracker does not report the trait,
+runs the patched code but its resource tracker does not report them,
 which is all that Nova's scheduler and API see of an unpatched compute.
 It has more free memory and devices than ``compute1``, so that without the
 trait Nova would pick it.
@@ -19,8 +19,11 @@ from nova.tests.functional.api import client  # noqa: E402
 
 from tests.functional import test_lifecycle  # noqa: E402
 
-#: What a compute patched by nova-cyborg reports (RPC namespace 1.0).
+#: What a compute patched by nova-cyborg reports: one trait per capability
+#: version it serves; a server with accelerators needs 1.0 for all but
+#: live migration.
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
+TRAITS = {TRAIT, 'CUSTOM_NOVA_CYBORG_1_1'}
 
 
 class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
@@ -33,7 +36,7 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         def _get_traits(rt, context, nodename, provider_tree):
             traits = real(rt, context, nodename, provider_tree)
             return [t for t in traits
-                    if rt.host not in unpatched or t != TRAIT]
+                    if rt.host not in unpatched or t not in TRAITS]
         self.useFixture(fixtures.MockPatchObject(
             resource_tracker.ResourceTracker, '_get_traits', _get_traits))
         # As in test_move: no disks to copy.
@@ -60,9 +63,9 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assertEqual({}, {k: v for k, v in
                               self._fpga_usage('compute2').items() if v})
 
-    def test_only_patched_computes_report_the_trait(self):
-        self.assertIn(TRAIT, self.traits('compute1'))
-        self.assertNotIn(TRAIT, self.traits('compute2'))
+    def test_only_patched_computes_report_the_traits(self):
+        self.assertTrue(TRAITS <= self.traits('compute1'))
+        self.assertEqual(set(), TRAITS & self.traits('compute2'))
 
     def test_boot_goes_to_a_patched_compute(self):
         server = self.boot(self.flavor)
@@ -110,11 +113,11 @@ class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):
         self._confirm_resize(server)
 
     def test_migrate_from_unpatched_source_refused(self):
-        # compute1 reverted to an unpatched Nova, and its trait removed as
+        # compute1 reverted to an unpatched Nova, and its traits removed as
         # the upgrade guide says: the source's half of the move cannot run.
         self.unpatched.add('compute1')
         rp = self._get_provider_uuid_by_host('compute1')
-        self._set_provider_traits(rp, list(self.traits('compute1') - {TRAIT}))
+        self._set_provider_traits(rp, list(self.traits('compute1') - TRAITS))
         exc = self.assertRaises(
             client.OpenStackApiException, self.api.post_server_action,
             self.server['id'], {'migrate': None})

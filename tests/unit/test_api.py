@@ -152,6 +152,9 @@ class LiveMigrationCheckTest(test_client.ClientTestBase):
         self.useFixture(test.fixtures.MockPatch(
             'nova.scheduler.client.report.report_client_singleton',
             return_value=self.placement))
+        # The hosts' capability traits: tests.unit.test_capability.
+        self.hosts_checked = self.useFixture(test.fixtures.MockPatch(
+            'nova_cyborg.capability.check_hosts')).mock
 
     def check(self, host_name=None, force=False):
         # As the API controller calls it: every argument positional.
@@ -180,6 +183,15 @@ class LiveMigrationCheckTest(test_client.ClientTestBase):
         self.placement.get.assert_not_called()
         # A host the scheduler checks (force false) is not forced.
         self.assertIsNone(self.check(host_name='compute2', force=False))
+
+    def test_hosts_checked_before_the_devices(self):
+        self.hosts_checked.side_effect = RuntimeError('host refused')
+        self.assertRaises(RuntimeError, self.check, host_name='compute2')
+        (context, operation, instance, arguments), _kw = (
+            self.hosts_checked.call_args)
+        self.assertEqual(('live_migrate', 'compute2'),
+                         (operation, arguments['host_name']))
+        self.assertIsNone(self.requests.last_request)
 
     def test_one_device_not_migratable(self):
         self.arqs[1]['device_rp_uuid'] = RP_NO

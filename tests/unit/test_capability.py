@@ -15,6 +15,7 @@ from nova_cyborg import capability
 from nova_cyborg import move
 
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
+LIVE = 'CUSTOM_NOVA_CYBORG_1_1'
 
 
 def _instance(extra_specs, system_metadata=None):
@@ -25,13 +26,52 @@ def _instance(extra_specs, system_metadata=None):
 
 class TraitTest(test.NoDBTestCase):
 
-    def test_trait_names_the_rpc_version(self):
+    def test_versions_are_data(self):
         self.assertEqual(TRAIT, capability.TRAIT)
+        self.assertEqual((TRAIT, LIVE), capability.TRAITS)
+        self.assertEqual(['1.0', '1.1'],
+                         [v for v, _what in capability.VERSIONS])
+        self.assertIn('live migration', capability.VERSIONS[1][1])
 
-    def test_report_adds_and_keeps_others(self):
+    def test_report_every_version_and_keep_others(self):
         traits = {'COMPUTE_NODE', 'CUSTOM_OPERATOR'}
         capability.report(traits)
-        self.assertEqual({'COMPUTE_NODE', 'CUSTOM_OPERATOR', TRAIT}, traits)
+        self.assertEqual({'COMPUTE_NODE', 'CUSTOM_OPERATOR', TRAIT, LIVE},
+                         traits)
+
+    def test_minimum_needed(self):
+        for operation in ('resize', 'evacuate', 'unshelve'):
+            self.assertEqual(TRAIT, capability.needed(operation))
+        self.assertEqual(LIVE, capability.needed('live_migrate'))
+
+    def _spec(self):
+        return objects.RequestSpec(
+            flavor=objects.Flavor(extra_specs={}),
+            request_level_params=objects.RequestLevelParams(
+                root_required=set()))
+
+    def test_require_for_added_accelerators(self):
+        instance = _instance(
+            {}, {move.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
+        spec = self._spec()
+        self.assertTrue(capability.require_for(spec, instance, 'evacuate'))
+        self.assertEqual({TRAIT}, spec.root_required)
+        spec = self._spec()
+        capability.require_for(spec, instance, 'live_migrate')
+        self.assertEqual({LIVE}, spec.root_required)
+
+    def test_require_for_a_flavor_profile(self):
+        spec = self._spec()
+        instance = _instance({'accel:device_profile': 'dp1'})
+        self.assertTrue(capability.require_for(spec, instance, 'evacuate'))
+        self.assertEqual({TRAIT}, spec.root_required)
+
+    def test_require_for_nothing_without_accelerators(self):
+        spec = self._spec()
+        for operation in ('evacuate', 'live_migrate'):
+            self.assertFalse(
+                capability.require_for(spec, _instance({}), operation))
+        self.assertEqual(set(), spec.root_required)
 
     def test_require_for_a_device_profile(self):
         spec = objects.RequestSpec(
@@ -57,7 +97,8 @@ class CheckHostsTest(test.NoDBTestCase):
         super().setUp()
         self.instance = _instance({'accel:device_profile': 'dp1'})
         self.ctxt = mock.sentinel.context
-        self.traits = {uuids.src_rp: {TRAIT}, uuids.dst_rp: {TRAIT}}
+        self.traits = {uuids.src_rp: {TRAIT, LIVE},
+                       uuids.dst_rp: {TRAIT, LIVE}}
         client = mock.Mock()
         client.get_provider_traits.side_effect = (
             lambda ctxt, rp: report.TraitInfo(traits=self.traits[rp],
@@ -138,9 +179,37 @@ class CheckHostsTest(test.NoDBTestCase):
 
     def test_other_operations_unchecked(self):
         self.traits = {}
-        for operation in ('rebuild', 'shelve', 'suspend', 'live_migrate'):
+        for operation in ('rebuild', 'shelve', 'suspend'):
             self.check(operation, host='dst')
         self.client.get_provider_traits.assert_not_called()
+
+    def test_older_destination_serves_all_but_live_migration(self):
+        self.traits[uuids.dst_rp] = {TRAIT}
+        self.check('resize', host_name='dst')
+        self.check('evacuate', host='dst')
+        exc = self.assertRaises(
+            capability.LiveMigrationHostNotServing, self.check,
+            'live_migrate', host_name='dst')
+        # HTTP 400 at every microversion, as the other refusals.
+        self.assertIsInstance(exc, nova_exception.ForbiddenWithAccelerators)
+        self.assertEqual(400, exc.code)
+        message = exc.format_message()
+        self.assertIn('destination host dst', message)
+        self.assertIn(LIVE, message)
+        self.assertIn('older nova-cyborg, which serves versions 1.0',
+                      message)
+
+    def test_live_migration_source_checked(self):
+        for served in (set(), {TRAIT}):
+            self.traits[uuids.src_rp] = served
+            for host in (None, 'dst'):
+                exc = self.assertRaises(
+                    capability.LiveMigrationHostNotServing, self.check,
+                    'live_migrate', host_name=host)
+                self.assertIn('source host src', exc.format_message())
+        self.traits[uuids.src_rp] = {TRAIT, LIVE}
+        self.check('live_migrate', host_name=None)
+        self.check('live_migrate', host_name='dst')
 
 
 class ApiCheckHostsTest(test.NoDBTestCase):

@@ -84,7 +84,7 @@ class TraitTest(testtools.TestCase):
     def test_reported(self):
         traits = {'COMPUTE_NODE'}
         rt_hooks.report_traits(traits)
-        self.assertEqual({'COMPUTE_NODE', capability.TRAIT}, traits)
+        self.assertEqual({'COMPUTE_NODE', *capability.TRAITS}, traits)
 
     def test_required_only_with_a_device_profile(self):
         spec = mock.Mock(root_required=set(),
