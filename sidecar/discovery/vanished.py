@@ -24,11 +24,16 @@ gone still reports it.
 
 import dataclasses
 import os
+import re
 
 from sidecar import model
 from sidecar.state import cache as state_cache
 
 FILE = 'functions.json'
+#: Handle fields the file keeps beside the address.
+_KEPT = ('managed', 'physical_network')
+#: A physical network name as [pci] device_spec takes it (drivers/pci.py).
+_PHYSNET_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
 
 
 def _devices(sysfs_root, *parts):
@@ -67,6 +72,34 @@ def _merged(last, now, vanished):
     return tuple(handles + [h for h in now if h not in handles])
 
 
+def _record_of(handle):
+    """What the file keeps of a PCI handle: its address, with its managed
+    mode and physical network where it has them (a vGPU 17 VF's
+    ``managed='no'`` must survive a restart while the VF is gone)."""
+    extra = {key: getattr(handle, key) for key in _KEPT
+             if getattr(handle, key) is not None}
+    return dict(extra, address=handle.address) if extra else handle.address
+
+
+def _handle(record):
+    """The PCI handle of a record of the file, or None if it is not one
+    (the file is only this sidecar's, but read as untrusted)."""
+    if isinstance(record, str):
+        record = {'address': record}
+    address = record.get('address')
+    try:
+        model.parse_bdf(address)
+    except (TypeError, ValueError):
+        return None
+    fields = {}
+    if record.get('managed') in ('yes', 'no'):
+        fields['managed'] = record['managed']
+    network = record.get('physical_network')
+    if isinstance(network, str) and _PHYSNET_RE.fullmatch(network):
+        fields['physical_network'] = network
+    return model.AttachHandle('PCI', address, **fields)
+
+
 class Vanished:
     """Put back the vanished attach handles of each device found.
 
@@ -76,11 +109,14 @@ class Vanished:
     def __init__(self, sysfs_root, state_path=None):
         self.sysfs_root = sysfs_root
         self._file, data = state_cache.open_in(state_path, FILE)
-        self._seen = {}   # device address: {deployable name: [addresses]}
+        # device address: {deployable name: [handle records]}; a record
+        # is the function's address, or a dict with it and the handle's
+        # managed mode and physical network where it has them.
+        self._seen = {}
         for address, deps in (data or {}).items():
             if isinstance(deps, dict):
                 self._seen[address] = {
-                    name: [a for a in handles if isinstance(a, str)]
+                    name: [a for a in handles if isinstance(a, (str, dict))]
                     for name, handles in deps.items()
                     if isinstance(handles, list)}
 
@@ -90,14 +126,8 @@ class Vanished:
         if last is not None:
             return {dep.name: dep for dep in last.deployables}
         known = {}
-        for name, addresses in self._seen.get(device.address, {}).items():
-            handles = []
-            for address in addresses:
-                try:
-                    model.parse_bdf(address)
-                except ValueError:
-                    continue
-                handles.append(model.AttachHandle('PCI', address))
+        for name, records in self._seen.get(device.address, {}).items():
+            handles = [h for h in map(_handle, records) if h is not None]
             known[name] = model.Deployable(
                 name=name, resource_class='', num_accelerators=len(handles),
                 attach_handles=tuple(handles))
@@ -144,7 +174,7 @@ class Vanished:
         return device, tuple(sorted(gone))
 
     def _record(self, device):
-        seen = {dep.name: [h.address for h in dep.attach_handles
+        seen = {dep.name: [_record_of(h) for h in dep.attach_handles
                            if h.attach_type == 'PCI']
                 for dep in device.deployables}
         if self._seen.get(device.address) != seen:

@@ -1,5 +1,6 @@
 """Vanished attach handles are put back, as the kernel shows them."""
 
+import json
 import os
 
 import fixtures
@@ -23,7 +24,8 @@ def region_card(*vfs):
             for vf in vfs))
 
 
-class VanishedTest(testtools.TestCase):
+class SysfsTestCase(testtools.TestCase):
+    """A PF with two VFs in a sysfs tree; a state directory."""
 
     def setUp(self):
         super().setUp()
@@ -36,6 +38,9 @@ class VanishedTest(testtools.TestCase):
                                                 'virtfn%d' % index))
         self.devices = devices
         self.state = self.useFixture(fixtures.TempDir()).path
+
+
+class VanishedTest(SysfsTestCase):
 
     def test_declared_reads_dangling_links(self):
         os.rmdir(os.path.join(self.devices, VF1))
@@ -83,3 +88,48 @@ class VanishedTest(testtools.TestCase):
                                    len(region_card(VF0).deployables)))
         self.assertTrue(any(n.startswith(vanished.FILE + '.corrupt')
                             for n in os.listdir(self.state)))
+
+
+class RestartKeepsHandleFieldsTest(SysfsTestCase):
+    """After a restart a vanished function's handle is rebuilt from the
+    file with its managed mode and physical network: a vGPU 17 VF's
+    managed='no' (a 'yes' would let libvirt take it from nvidia) and a
+    NIC VF's physnet (Nova's accelerator-direct ports read it)."""
+
+    def card(self, *handles):
+        return model.Device(
+            type='PCI', vendor='8086', model='1889', address=PF,
+            deployables=(model.Deployable(
+                name=PF, resource_class='CUSTOM_NIC_VF',
+                num_accelerators=len(handles), attach_handles=handles),))
+
+    def test_fields_survive_the_restart(self):
+        vf0 = model.AttachHandle('PCI', VF0, managed='no',
+                                 physical_network='physnet1')
+        vf1 = model.AttachHandle('PCI', VF1, physical_network='physnet1')
+        vanished.Vanished(self.root, self.state).apply(self.card(vf0, vf1))
+        os.rmdir(os.path.join(self.devices, VF0))
+        restarted = vanished.Vanished(self.root, self.state)
+        device, gone = restarted.apply(self.card(vf1))
+        self.assertEqual((VF0,), gone)
+        self.assertEqual((vf0, vf1), device.deployables[0].attach_handles)
+        self.assertEqual({'domain': '0000', 'bus': '81', 'device': '00',
+                          'function': '1', 'managed': 'no',
+                          'physical_network': 'physnet1'},
+                         device.deployables[0].attach_handles[0]
+                         .attach_info())
+
+    def test_hostile_fields_are_dropped(self):
+        with open(os.path.join(self.state, vanished.FILE), 'w') as f:
+            json.dump({PF: {PF: [
+                {'address': VF0, 'managed': "yes' onload='x",
+                 'physical_network': '../../etc'},
+                {'address': 'not-a-bdf', 'managed': 'no'},
+                VF1]}}, f)
+        os.rmdir(os.path.join(self.devices, VF0))
+        vf1 = model.AttachHandle('PCI', VF1)
+        device, gone = vanished.Vanished(self.root, self.state).apply(
+            self.card(vf1))
+        self.assertEqual((VF0,), gone)
+        self.assertEqual((model.AttachHandle('PCI', VF0), vf1),
+                         device.deployables[0].attach_handles)
