@@ -30,11 +30,14 @@ _NODE = """<node><cpu><mhz>2000</mhz><model>x86_64</model><active>2</active>
 </device></node>"""
 
 
-def _function_xml(node, f):
+def _function_xml(node, f, groups):
     device = _sub(node, 'device')
     _sub(device, 'name', _nodedev_name(f.address))
     _sub(device, 'parent',
          _nodedev_name(f.physfn) if f.physfn else 'computer')
+    if f.driver:
+        # libvirt's formatnode: <driver><name> of the bound driver.
+        _sub(_sub(device, 'driver'), 'name', f.driver)
     cap = _sub(device, 'capability', type='pci')
     _sub(cap, 'class', '0x' + f.class_id)
     for tag, value in zip(('domain', 'bus', 'slot', 'function'),
@@ -58,6 +61,12 @@ def _function_xml(node, f):
             _sub(element, 'deviceAPI', t.device_api)
             _sub(element, 'availableInstances',
                  str(t.available_instances))
+    if f.iommu_group is not None:
+        # libvirt's formatnode: <iommuGroup number=N> with the address of
+        # every member of the group.
+        group = _sub(cap, 'iommuGroup', number=str(f.iommu_group))
+        for address in groups[f.iommu_group]:
+            _address_xml(group, address)
     if f.numa_node is not None:
         _sub(cap, 'numa', node=str(f.numa_node))
 
@@ -66,8 +75,12 @@ def node_xml(functions):
     """libvirt test driver XML (``test:///<file>``) for ``functions``."""
     node = ElementTree.fromstring(_NODE)
     functions = list(functions)
+    groups = {}
     for f in functions:
-        _function_xml(node, f)
+        if f.iommu_group is not None:
+            groups.setdefault(f.iommu_group, []).append(f.address)
+    for f in functions:
+        _function_xml(node, f, groups)
     for f in functions:
         for t in f.mdev_types:
             for uuid in t.mdevs:

@@ -6,6 +6,7 @@ dependency and the input is not attacker supplied.
 """
 
 import collections
+import os
 import re
 from xml.etree import ElementTree
 
@@ -13,6 +14,7 @@ import libvirt
 from oslo_log import log as logging
 
 from sidecar.sources import base
+from sidecar.sources import sysfs
 
 LOG = logging.getLogger(__name__)
 
@@ -164,7 +166,16 @@ class LibvirtSource(base.PciSource):
                 mdev_types = [self._mdev_type(name, element)
                               for element in sub.findall('type')]
         numa = cap.find('numa')
+        group = cap.find('iommuGroup')
         address = _element_address(cap)
+        # libvirt has no view of NVIDIA's vGPU 17 files: read from sysfs.
+        vgpu_dir = base.sysfs_attr_path(self.sysfs_root, address, 'nvidia')
+        vendor_vgpu = None
+        if os.path.isdir(vgpu_dir):
+            vendor_vgpu = sysfs.read_vendor_vgpu(os.path.dirname(vgpu_dir))
+        # libvirt's <driver><name> (udev backend); its test driver keeps
+        # none: the driver link then, as for the class below.
+        driver = root.findtext('driver/name') or self._sysfs_driver(address)
         class_id = cap.findtext('class')
         if class_id is None:
             # Older libvirt (and Nova's fakelibvirt) give no class.
@@ -177,7 +188,11 @@ class LibvirtSource(base.PciSource):
             physfn=physfn,
             virtfns=virtfns,
             numa_node=None if numa is None else numa.get('node'),
-            mdev_types=mdev_types)
+            mdev_types=mdev_types,
+            # libvirt's formatnode: the bound driver and the IOMMU group.
+            driver=driver,
+            iommu_group=None if group is None else group.get('number'),
+            vendor_vgpu=vendor_vgpu)
 
     def _mdev_type(self, device_name, element):
         type_id = element.get('id')
@@ -187,6 +202,10 @@ class LibvirtSource(base.PciSource):
             available_instances=element.findtext('availableInstances'),
             device_api=element.findtext('deviceAPI'),
             mdevs=self._mdevs.get((device_name, type_id), ()))
+
+    def _sysfs_driver(self, address):
+        link = base.sysfs_attr_path(self.sysfs_root, address, 'driver')
+        return sysfs.link_target(link) if os.path.islink(link) else None
 
     def read_attr(self, address, relpath):
         return base.read_file(

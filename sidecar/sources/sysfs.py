@@ -26,7 +26,7 @@ def _natural(name):
             for part in _DIGITS.split(name)]
 
 
-def _link_target(path):
+def link_target(path):
     """Base name of a symlink's target (``../0000:81:00.0`` -> address)."""
     try:
         return os.path.basename(os.readlink(path).rstrip('/'))
@@ -113,8 +113,8 @@ class SysfsSource(base.PciSource):
             raise base.MalformedDevice('cannot list %s: %s' % (path, exc))
         physfn = None
         if 'physfn' in names:
-            physfn = _link_target(os.path.join(path, 'physfn'))
-        virtfns = [_link_target(os.path.join(path, entry))
+            physfn = link_target(os.path.join(path, 'physfn'))
+        virtfns = [link_target(os.path.join(path, entry))
                    for entry in names if _VIRTFN.match(entry)]
         mdev_types = ()
         if 'mdev_supported_types' in names:
@@ -131,9 +131,9 @@ class SysfsSource(base.PciSource):
             virtfns=virtfns,
             numa_node=base.read_file(os.path.join(path, 'numa_node')),
             mdev_types=mdev_types,
-            driver=(_link_target(os.path.join(path, 'driver'))
+            driver=(link_target(os.path.join(path, 'driver'))
                     if 'driver' in names else None),
-            iommu_group=(_link_target(os.path.join(path, 'iommu_group'))
+            iommu_group=(link_target(os.path.join(path, 'iommu_group'))
                          if 'iommu_group' in names else None),
             vendor_vgpu=vendor_vgpu)
 

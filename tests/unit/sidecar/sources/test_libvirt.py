@@ -8,6 +8,7 @@ import libvirt
 from sidecar.sources import libvirt as libvirt_source
 from sidecar.sources import sysfs
 from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia
 from tests.unit.sidecar import simhost
 
 
@@ -57,6 +58,31 @@ class LibvirtSourceTest(simhost.SimHostTestCase):
         gpu = [f for f in functions if f.address == '0000:81:04.0'][0]
         self.assertEqual(2, len(gpu.mdev_type('nvidia-222').mdevs))
         self.assertEqual(14, gpu.mdev_type('nvidia-222').available_instances)
+
+    def test_same_as_sysfs_for_gpus_with_drivers_and_groups(self):
+        # Bound drivers and IOMMU groups (libvirt's <driver> and
+        # <iommuGroup>), vGPU 17 VFs' nvidia/ files read from sysfs.
+        sim = nvidia.NvidiaHost()
+        h100 = sim.add_vfio_vgpu_card(num_vfs=4, types={0: 'NVIDIA H100-4C'},
+                                      address='0000:41:00.0')
+        a6000 = sim.add_passthrough_gpu('rtx-a6000', address='0000:61:00.0',
+                                        audio_driver='snd_hda_intel')
+        sim.add_switch_port(group_with=a6000)
+        sim.write(self.root)
+        uri = sim.host.write_node_xml(os.path.join(self.root, 'node.xml'))
+        expected = sysfs.SysfsSource(self.root).functions()
+        functions = libvirt_source.LibvirtSource.from_uri(
+            uri, self.root).functions()
+        self.assertEqual(expected, functions)
+        by_address = {f.address: f for f in functions}
+        vf = by_address[h100.vfs[0]]
+        self.assertEqual('nvidia', vf.driver)
+        self.assertIsNotNone(vf.vendor_vgpu)
+        gpu = by_address[a6000.pf]
+        self.assertEqual('vfio-pci', gpu.driver)
+        self.assertEqual({gpu.iommu_group}, {
+            f.iommu_group for f in functions
+            if f.address in (a6000.pf, a6000.functions[0])})
 
     def test_same_as_sysfs_for_fakelibvirt_host(self):
         self._assert_same(simulator.from_fakelibvirt(
