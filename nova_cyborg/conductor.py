@@ -120,7 +120,7 @@ def _delete_leftovers(cyclient, instance):
         cyclient.delete_arqs_for_instance(instance.uuid)
 
 
-def _retire(instance, arq_uuids):
+def retire(instance, arq_uuids):
     """Remember ARQs Cyborg could not delete, so that deleting the server
     deletes them (nova_cyborg.cleanup): no longer bound to the instance,
     they would be out of reach of a delete by instance."""
@@ -135,12 +135,18 @@ def _retire(instance, arq_uuids):
 
 
 def create_and_bind_arqs(context, instance, hostname, request_spec,
-                         requested_networks=None):
+                         requested_networks=None, record=True):
     """Create the instance's ARQs, map them to providers, start binding.
 
     :param hostname: the selected node's name, as Cyborg knows the host.
     :param request_spec: carries the request group -> provider mapping that
         the scheduler's allocation produced.
+    :param record: save what the instance must remember (who owns its
+        ARQs, the ARQs Cyborg could not delete). False in the early bind's
+        worker thread (nova_cyborg.early_arqs), which works on copies and
+        never saves: the ARQs it could not delete travel in the raised
+        exception's ``arqs`` and the conductor's thread records them
+        (nova_cyborg.hooks.conductor.build_arqs_failed).
     :returns: the UUIDs of the ARQs whose binding was started.
     :raises: AcceleratorRequestBindingFailed, after deleting every ARQ
         created here.
@@ -166,7 +172,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
             context, instance, hostname, cyclient, created))
         if bindings:
             cyclient.bind_arqs(bindings)
-            if bookkeeping.own_arqs(instance):
+            if bookkeeping.own_arqs(instance) and record:
                 instance.save()
     except Exception as e:
         msg = exception.reason(e, 'msg')
@@ -174,9 +180,12 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                   'failed; deleting ARQs %(arqs)s: %(err)s',
                   {'host': hostname, 'arqs': ','.join(created), 'err': msg},
                   instance=instance)
-        _retire(instance, cyclient.delete_arqs_by_uuid(created))
+        left = cyclient.delete_arqs_by_uuid(created)
+        if record:
+            retire(instance, left)
         _free_allocation(context, instance, hostname)
-        raise exception.AcceleratorRequestBindingFailed(arqs=[], msg=msg)
+        raise exception.AcceleratorRequestBindingFailed(
+            arqs=[] if record else left, msg=msg)
     LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,
              instance=instance)
     return list(bindings)

@@ -11,7 +11,12 @@ failure is raised there, and handled as a failed create always was.
 
 Once the scheduler chose the host and the server's provider mapping is
 in its request spec, the bind starts too (:func:`start_binding`), also in
-a thread: Cyborg binds while the conductor records the server (its
+a thread, on copies of the server, its request spec and requested
+networks taken before it starts (the conductor's thread goes on changing
+them: ``obj_target_cell`` swaps the server's context, notifications
+lazy-load its fields), and saving nothing (what the server must remember
+is recorded by the conductor's thread, in the server's cell): Cyborg
+binds while the conductor records the server (its
 action, block device mappings, tags, cell mapping), and the conductor
 joins the bind (:func:`take_binding`) before it casts the build, so a
 failed bind still fails the build in the conductor, as before. Cyborg's
@@ -110,11 +115,20 @@ def start_binding(bind, context, instance, hostname, request_spec,
              if net.port_id and net.device_profile]
     if not dp_name and not ports:
         return
-    future = _spawn(bind, context, instance, hostname, request_spec,
-                    requested_networks)
+    future = _spawn(_bind_copies, bind, context, instance.obj_clone(),
+                    hostname, request_spec.obj_clone(),
+                    requested_networks.obj_clone()
+                    if requested_networks is not None else None)
     if future is not None:
         with _lock:
             _binding[instance.uuid] = future
+
+
+def _bind_copies(bind, context, instance, hostname, request_spec,
+                 requested_networks):
+    """The worker: ``bind`` on the copies, recording nothing."""
+    return bind(context, instance, hostname, request_spec,
+                requested_networks, record=False)
 
 
 def take_binding(instance_uuid):

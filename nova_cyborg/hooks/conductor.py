@@ -11,6 +11,7 @@ from nova_cyborg import bookkeeping
 from nova_cyborg import capability
 from nova_cyborg import conductor
 from nova_cyborg import early_arqs
+from nova_cyborg import exception
 from nova_cyborg import live_migration
 from nova_cyborg import move
 
@@ -161,7 +162,14 @@ def build_arqs_failed(manager, context, instance, exc, request_spec):
 
     :param manager: the ComputeTaskManager.
     :param context: a context targeted at the instance's cell.
+
+    The ARQs an early bind (nova_cyborg.early_arqs) could not delete are
+    recorded here, in the instance's cell, so that its delete deletes
+    them: the bind's worker thread saves nothing.
     """
+    if isinstance(exc, exception.AcceleratorRequestBindingFailed):
+        conductor.retire(instance, [u for u in exc.arqs
+                                    if isinstance(u, str)])
     manager._set_vm_state_and_notify(
         context, instance.uuid, 'build_instances',
         {'vm_state': vm_states.ERROR, 'task_state': None},

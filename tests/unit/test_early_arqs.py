@@ -1,9 +1,14 @@
 """ARQs created while the scheduler runs (nova_cyborg.early_arqs and the
 hook around ``schedule_and_build_instances``), against recorded HTTP."""
 
+from concurrent import futures
+from unittest import mock
+
+import fixtures
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg import conductor
 from nova_cyborg import early_arqs
 from nova_cyborg import exception
 from nova_cyborg.hooks import conductor as hooks
@@ -19,6 +24,16 @@ def _build_request(uuid, dp_name='dp1'):
         instance_uuid=uuid, instance=objects.Instance(
             uuid=uuid, project_id='project',
             flavor=objects.Flavor(extra_specs=specs)))
+
+
+def _done(func, *args):
+    """A future already run (the worker, in the test's thread)."""
+    future = futures.Future()
+    try:
+        future.set_result(func(*args))
+    except Exception as e:  # noqa: B902 (handed over as the pool would)
+        future.set_exception(e)
+    return future
 
 
 class EarlyArqsTest(test_conductor.CreateAndBindTest):
@@ -98,6 +113,52 @@ class EarlyArqsTest(test_conductor.CreateAndBindTest):
             [('POST', None), ('PATCH', None),
              ('DELETE', ['%s,%s' % (uuids.a0, uuids.a1)])], self.methods())
         self.assertEqual([(uuids.inst, True)], self.freed)
+
+    def test_early_bind_works_on_copies_and_saves_nothing(self):
+        # The conductor's thread goes on with the server, its request
+        # spec and networks (obj_target_cell swaps the server's context):
+        # the worker gets copies, taken before it starts, and records
+        # nothing; the ARQs Cyborg could not delete travel in the error
+        # and the conductor records them in the server's cell.
+        self.instance.system_metadata = {}
+        self.requests.patch(ARQS, status_code=500)
+        self.requests.delete(ARQS, status_code=503)
+        save = self.useFixture(fixtures.MockPatchObject(
+            objects.Instance, 'save')).mock
+        seen = []
+        real = conductor.create_and_bind_arqs
+
+        def bind(context, instance, *args, **kwargs):
+            seen.append((instance, args[1], kwargs))
+            return real(context, instance, *args, **kwargs)
+        spawned = []
+        self.useFixture(fixtures.MockPatchObject(
+            early_arqs, '_spawn',
+            side_effect=lambda func, *args: spawned.append(args) or
+            _done(func, *args)))
+        early_arqs.start_binding(bind, self.context, self.instance, 'node1',
+                                 self.spec)
+        (copy, spec, kwargs), = seen
+        self.assertIsNot(self.instance, copy)
+        self.assertEqual(self.instance.uuid, copy.uuid)
+        self.assertIsNot(self.spec, spec)
+        self.assertEqual({'record': False}, kwargs)
+        save.assert_not_called()
+        self.assertEqual({}, self.instance.system_metadata)
+        exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                                self.hook_call)
+        self.assertEqual([uuids.a0, uuids.a1], exc.arqs)
+        save.assert_not_called()
+        # The conductor's thread, in the server's cell.
+        manager = mock.Mock()
+        hooks.build_arqs_failed(manager, self.context, self.instance, exc,
+                                self.spec)
+        self.assertEqual(
+            {'nova_cyborg_retired_arq_0': uuids.a0,
+             'nova_cyborg_retired_arq_1': uuids.a1},
+            self.instance.system_metadata)
+        save.assert_called_once_with()
+        manager._set_vm_state_and_notify.assert_called_once()
 
     def test_bind_not_joined_is_deleted(self):
         self.start_binding()
