@@ -201,6 +201,19 @@ GPU_OPTS = [
                      'functions of its IOMMU group must be bridges, or '
                      'functions of the same card bound to one of these or '
                      'to none.'),
+    cfg.ListOpt('vfio_vgpu_types',
+                default=[],
+                help='vGPU types (NVIDIA vGPU 17 and later) the ``gpu`` '
+                     'driver may set on an idle VF at bind, as '
+                     '``<product_id>:<type name>`` items, for example '
+                     '``2331:NVIDIA H100-4C``. A VF of such a card bound to '
+                     '``nvidia`` without a type (``nvidia/current_vgpu_type`` '
+                     '0) whose ``nvidia/creatable_vgpu_types`` lists one of '
+                     'them (the first, in option order) is offered as a '
+                     'VGPU with that type\'s trait, and the sidecar writes '
+                     'the type when cyborg-conductor binds it, never under '
+                     'a server. Empty (the default): only VFs whose type an '
+                     'operator set are offered.'),
 ]
 
 FPGA_OPTS = [

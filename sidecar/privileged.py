@@ -346,3 +346,46 @@ def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path, offset=0):
     finally:
         os.close(fd)
         del buf
+
+
+_VGPU_TYPE_ID_RE = re.compile(r'[1-9][0-9]{0,8}')
+_VGPU_TYPE_LINE_RE = re.compile(r'\s*([0-9]{1,9})\s*:.*')
+
+
+@sidecar_pctxt.entrypoint
+def set_vgpu_type(root, address, type_id):
+    """Write vGPU type ``type_id`` into ``nvidia/current_vgpu_type`` of VF
+    ``address`` (NVIDIA vGPU 17+, vgpu-device-manager
+    ``pkg/vgpu/vfio/sysfs.go``).
+
+    The path is built from the checked address alone; ``type_id`` must be
+    a positive decimal that the VF's ``nvidia/creatable_vgpu_types`` lists
+    now, and the VF must have no type (its current type 0): a type is
+    never replaced here. Raises InvalidArgument, DeviceBusy, or OSError
+    from the write (the driver answers EINVAL for a type it cannot host).
+    """
+    _check_address(address)
+    if (not isinstance(type_id, str) or
+            not _VGPU_TYPE_ID_RE.fullmatch(type_id)):
+        raise _invalid('vGPU type id', '%r is not a positive decimal type '
+                       'id' % (type_id,))
+    vf_dir = os.path.join('bus', 'pci', 'devices', address, 'nvidia')
+    creatable_path = _resolve_under(
+        root, os.path.join(vf_dir, 'creatable_vgpu_types'))
+    current_path = _resolve_under(
+        root, os.path.join(vf_dir, 'current_vgpu_type'))
+    with open(creatable_path) as f:
+        listed = {str(int(m.group(1))) for m in
+                  (_VGPU_TYPE_LINE_RE.fullmatch(line.rstrip('\n'))
+                   for line in f.read(65536).splitlines()) if m}
+    if type_id not in listed:
+        raise _invalid('vGPU type id', '%s is not in the creatable_vgpu_types '
+                       'of %s now' % (type_id, address))
+    with open(current_path) as f:
+        current = f.read(64).strip()
+    if current != '0':
+        raise exception.DeviceBusy(
+            address=address, reason='it holds vGPU type %s; a type is never '
+                                    'replaced' % current)
+    _write_sysfs(root, os.path.relpath(current_path,
+                                       os.path.realpath(root)), type_id)

@@ -33,6 +33,7 @@ framebuffer (NVIDIA vGPU software user guide: an ``<N>C`` type has N GB).
 """
 
 import dataclasses
+import errno
 import os
 import re
 from typing import Optional
@@ -243,6 +244,25 @@ class NvidiaHost:
         card.current[vf] = type_id
         if self.root is not None:
             self._write_vfio(card)
+
+    def kernel_write(self, path, value):
+        """What the driver does when ``value`` is written to the file
+        ``path`` under the written root: ``<VF>/nvidia/current_vgpu_type``
+        takes a type id its ``creatable_vgpu_types`` lists (or 0), and
+        every VF's list follows (NVIDIA vgpu-device-manager
+        ``pkg/vgpu/vfio/sysfs.go``: the write creates the vGPU; a type the
+        VF does not list fails with EINVAL). Any other file is written."""
+        match = re.search(r'/(%s)/nvidia/current_vgpu_type$' % _BDF,
+                          os.path.realpath(path))
+        card = match and card_of(self.cards, match.group(1))
+        if not card or card.shape != 'vfio-vgpu':
+            with open(path, 'w') as f:
+                f.write(value)
+            return
+        try:
+            self.set_vgpu_type(card, match.group(1), value.strip())
+        except ValueError as exc:
+            raise OSError(errno.EINVAL, str(exc))
 
     # -- mdev -------------------------------------------------------------
 

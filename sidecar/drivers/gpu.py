@@ -137,6 +137,7 @@ class GpuDriver(base.DiscoveryDriver):
         self.selectors = parse_selectors(conf.gpu.device_selector)
         self.max_instances = parse_max_instances(conf.gpu.mdev_max_instances)
         self.passthrough_drivers = tuple(conf.gpu.passthrough_drivers)
+        self.vfio_offers = gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types)
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
 
@@ -240,11 +241,14 @@ class GpuDriver(base.DiscoveryDriver):
         deployables = []
         free = []
         for vf in vfs:
-            current = vf.vendor_vgpu.current
+            current, name = vf.vendor_vgpu.current, None
             if not current:
-                free.append(vf.address)
-                continue
-            name = names.get(str(current))
+                current, name = (gpu_vfio.offer(vf, self.vfio_offers) or
+                                 (None, None))
+                if current is None:
+                    free.append(vf.address)
+                    continue
+            name = name or names.get(str(current))
             if name is None:
                 self.problems.warning(
                     'Not reporting vGPU %s: its type %s is in no '

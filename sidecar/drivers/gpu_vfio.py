@@ -5,10 +5,17 @@ A vGPU is a VF bound to ``nvidia`` whose ``nvidia/current_vgpu_type`` is
 not 0 (NVIDIA vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``); the gpu
 driver reports it with a PCI attach handle that Nova passes through with
 ``managed='no'``.
+
+An idle VF (type 0) of a card whose product ``[gpu] vfio_vgpu_types``
+names is offered for the first of those types its
+``creatable_vgpu_types`` lists; :mod:`sidecar.program.vgpu_types` writes
+the type when the VF is bound.
 """
 
 import os
+import re
 
+from sidecar import exception
 from sidecar.discovery import health as health_mod
 from sidecar.sources import base as sources
 
@@ -69,3 +76,57 @@ def problems(sysfs_root, device):
                              % (handle.address, 'absent' if current is None
                                 else '0'))
     return tuple(found)
+
+
+OFFER_OPTION = '[gpu] vfio_vgpu_types'
+_PRODUCT = re.compile(r'^(?:0x)?[0-9a-fA-F]{1,4}$')
+#: A vGPU type name as sidecar.sources.base accepts it from sysfs.
+_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}$')
+
+
+def parse_offers(items):
+    """``{product id: [type name, ...]}`` of ``[gpu] vfio_vgpu_types``
+    (``<product_id>:<type name>`` items), names in option order."""
+    offers = {}
+    for item in items:
+        product, sep, name = item.partition(':')
+        product, name = product.strip(), name.strip()
+        if (not sep or not _PRODUCT.match(product) or
+                not _NAME.match(name)):
+            raise exception.InvalidArgument(
+                name=OFFER_OPTION,
+                reason='%r is not <product_id>:<vGPU type name>, for '
+                       'example 2331:NVIDIA H100-4C' % (item,))
+        key = '%04x' % int(product.lower().replace('0x', ''), 16)
+        offers.setdefault(key, []).append(name)
+    return offers
+
+
+def offer(function, offers):
+    """``(type id, name)`` an idle VF (``current_vgpu_type`` 0) of a card
+    whose product ``offers`` names is offered for: the first name in
+    option order that its ``creatable_vgpu_types`` lists now; None when
+    it lists none of them (the card is full, or hosts another type)."""
+    creatable = {name: type_id for type_id, name
+                 in function.vendor_vgpu.creatable}
+    for name in offers.get(function.product_id, ()):
+        if name in creatable:
+            return creatable[name], name
+    return None
+
+
+def read_state(sysfs_root, address):
+    """``(driver, current type id, {type id: name})`` of VF ``address``
+    read from sysfs now (``current`` None when it has no
+    ``nvidia/current_vgpu_type``)."""
+    path = health_mod.device_dir(sysfs_root, address)
+    try:
+        driver = os.path.basename(os.readlink(os.path.join(path, 'driver')))
+    except OSError:
+        driver = None
+    current = sources.read_file(os.path.join(path, 'nvidia',
+                                             'current_vgpu_type'))
+    state = sources.make_vendor_vgpu(
+        current, sources.read_file(os.path.join(
+            path, 'nvidia', 'creatable_vgpu_types')))
+    return driver, state.current, dict(state.creatable)

@@ -72,7 +72,12 @@ SETTLE_POLL = 0.5
 class PromiseChecker:
     """Refuse a programming that would change a card under a consumer."""
 
-    def __init__(self, placement, cyborg, images):
+    def __init__(self, placement, cyborg, images,
+                 trait_prefix=FUNCTION_TRAIT_PREFIX):
+        #: The traits that say what a device holds: FPGA functions, or a
+        #: vGPU type's (:mod:`sidecar.program.vgpu_types`), whose profiles
+        #: ask for it by a required trait only.
+        self._prefix = trait_prefix
         self._placement = placement
         self._cyborg = cyborg
         self._images = images
@@ -93,7 +98,7 @@ class PromiseChecker:
             try:
                 allocations = self._placement.allocations(rp)
                 held |= {t for t in self._placement.read_provider(rp)[1]
-                         if t.startswith(FUNCTION_TRAIT_PREFIX)}
+                         if t.startswith(self._prefix)}
             except exception.PlacementError as exc:
                 raise exception.DeviceBusy(
                     address=address,
@@ -216,8 +221,9 @@ class PromiseChecker:
         return wants
 
     def _function_of(self, group, driver_name):
-        bitstream = group.get(BITSTREAM_KEY)
-        function_id = group.get(FUNCTION_KEY)
+        fpga = self._prefix == FUNCTION_TRAIT_PREFIX
+        bitstream = group.get(BITSTREAM_KEY) if fpga else None
+        function_id = group.get(FUNCTION_KEY) if fpga else None
         if bitstream:
             try:
                 metadata = self._images.get_metadata(str(bitstream))
@@ -231,7 +237,7 @@ class PromiseChecker:
                                % (function_id,))
             return function_trait(driver_name, function_id)
         traits = sorted(key[len('trait:'):] for key, value in group.items()
-                        if key.startswith(TRAIT_KEY_PREFIX) and
+                        if key.startswith('trait:' + self._prefix) and
                         value == 'required')
         if len(traits) > 1:
             raise _Unknown('its profile requires %s at once'
