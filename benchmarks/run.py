@@ -5,7 +5,7 @@ patched Nova (P1, P3), then against unpatched Nova (P2, P3; this
 environment's Nova is reverted with ``nova-cyborg-patch revert`` and
 patched again afterwards, whatever happens), the sidecar's steady state
 (P5), the local cloud's cold start (P7) and a storm against it (P4),
-and discovery (P6). Each
+discovery (P6) and one cycle on a dense host (P10). Each
 harness benchmark runs in its own process (``python -m testtools.run
 benchmarks.<module>``) and writes JSON; its log goes to
 ``benchmarks/results/logs/``. A benchmark that fails becomes a "not
@@ -13,7 +13,7 @@ measured" row that points at its log; the others still run. Then the
 herd (P8, P9): one run per size of ``--herd-hosts``.
 
 Benchmarks named on the command line (``herd``, ``boots``, ``steady``,
-``cloud``, ``discovery``, or figures such as ``P5``) run alone; their
+``cloud``, ``discovery``, ``dense``, or figures such as ``P5``) run alone; their
 table goes to ``benchmarks/results/<names>.{json,md}`` instead of
 ``latest``.
 """
@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from benchmarks import cloud
+from benchmarks import dense_host
 from benchmarks import discovery
 from benchmarks import figures
 from benchmarks import report
@@ -39,7 +40,8 @@ PATCH_TOOL = os.path.join(os.path.dirname(sys.executable),
 ROUNDS = 2
 #: The figures of each benchmark, for selecting them by name.
 GROUPS = {'boots': ('P1', 'P2', 'P3'), 'cloud': ('P4', 'P7'),
-          'steady': ('P5',), 'discovery': ('P6',), 'herd': ('P8', 'P9')}
+          'steady': ('P5',), 'discovery': ('P6',), 'herd': ('P8', 'P9'),
+          'dense': ('P10',)}
 FIGURES = frozenset(f for figures_ in GROUPS.values() for f in figures_)
 
 
@@ -136,7 +138,7 @@ def parse_args(argv):
                         help='comma-separated herd sizes for P8 and P9 '
                              '(default 8,32)')
     parser.add_argument('only', nargs='*', metavar='BENCHMARK',
-                        help='run only these: %s, or figures (P1-P9)' % (
+                        help='run only these: %s, or figures (P1-P10)' % (
                             ', '.join(sorted(GROUPS))))
     return parser.parse_args(argv)
 
@@ -152,7 +154,7 @@ def selected_skip(args):
             elif name.upper() in FIGURES:
                 chosen.add(name.upper())
             else:
-                raise SystemExit('unknown benchmark %r (known: %s, P1-P9)'
+                raise SystemExit('unknown benchmark %r (known: %s, P1-P10)'
                                  % (name, ', '.join(sorted(GROUPS))))
         skip |= FIGURES - chosen
     return skip
@@ -200,6 +202,17 @@ def main(argv=None):
             LOG_DIR, 'discovery.log')), None)
         _out('  discovery: %.0f s' % (time.monotonic() - start))
     raw['discovery'] = disc[0]
+    dense = skipped
+    if 'P10' not in skip:
+        start = time.monotonic()
+        log_path = os.path.join(LOG_DIR, 'dense.log')
+        try:
+            dense = (dense_host.run_child(log_path), None)
+        except (subprocess.CalledProcessError, ValueError) as exc:
+            dense = (None, 'failed (%s), see %s' % (
+                exc, os.path.relpath(log_path, REPO_ROOT)))
+        _out('  dense host: %.0f s' % (time.monotonic() - start))
+    raw['dense'] = dense[0]
     herds = [(n, None, 'skipped (--skip)') for n in herd_sizes]
     if not {'P8', 'P9'} <= skip:
         start = time.monotonic()
@@ -211,6 +224,7 @@ def main(argv=None):
     rows += figures.storm(*storm)
     rows += figures.steady(*steady)
     rows += figures.discovery(*disc)
+    rows += dense_host.rows(*dense)
     rows += figures.cold_start(*cold)
     rows += figures.herd(herds)
     if args.only:
