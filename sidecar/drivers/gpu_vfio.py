@@ -118,7 +118,7 @@ def offer(function, offers):
 def read_state(sysfs_root, address):
     """``(driver, current type id, {type id: name})`` of VF ``address``
     read from sysfs now (``current`` None when it has no
-    ``nvidia/current_vgpu_type``)."""
+    ``nvidia/current_vgpu_type``); DeviceBusy when they are malformed."""
     path = health_mod.device_dir(sysfs_root, address)
     try:
         driver = os.path.basename(os.readlink(os.path.join(path, 'driver')))
@@ -126,7 +126,12 @@ def read_state(sysfs_root, address):
         driver = None
     current = sources.read_file(os.path.join(path, 'nvidia',
                                              'current_vgpu_type'))
-    state = sources.make_vendor_vgpu(
-        current, sources.read_file(os.path.join(
-            path, 'nvidia', 'creatable_vgpu_types')))
+    try:
+        state = sources.make_vendor_vgpu(
+            current, sources.read_file(os.path.join(
+                path, 'nvidia', 'creatable_vgpu_types')))
+    except ValueError as exc:  # MalformedDevice too
+        raise exception.DeviceBusy(
+            address=address, reason='its nvidia/ files cannot be trusted: '
+                                    '%s' % exc)
     return driver, state.current, dict(state.creatable)

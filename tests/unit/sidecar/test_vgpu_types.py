@@ -196,6 +196,16 @@ class SetTypeTest(_Base):
         self.assertRaises(exception.InvalidArgument, self.setter.set_type,
                           '0000:81:00.1/../x', H100_4C)
 
+    def test_malformed_type_list_is_refused(self):
+        path = '%s/bus/pci/devices/%s/nvidia/creatable_vgpu_types' % (
+            self.root, self.vfs[1])
+        with open(path, 'w') as f:
+            f.write('ID : vGPU Name\n1054 : <x>\n')
+        ex = self.assertRaises(exception.DeviceBusy, self.setter.set_type,
+                               self.vfs[1], H100_4C)
+        self.assertIn('cannot be trusted', str(ex))
+        self.assertEqual([], self.writes)
+
     def test_read_back_mismatch_fails_the_job(self):
         def lost(target, value):
             # The driver takes the write and the VF still reads 0.
