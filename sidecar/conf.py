@@ -212,8 +212,10 @@ GPU_OPTS = [
                      'them (the first, in option order) is offered as a '
                      'VGPU with that type\'s trait, and the sidecar writes '
                      'the type when cyborg-conductor binds it, never under '
-                     'a server. Empty (the default): only VFs whose type an '
-                     'operator set are offered.'),
+                     'a server. Not honoured yet: nothing calls the sidecar '
+                     'at bind for a PCI handle (Cyborg 17), so when set the '
+                     'sidecar logs an ERROR and offers only VFs whose type '
+                     'an operator set, as with the default (empty).'),
 ]
 
 FPGA_OPTS = [

@@ -33,6 +33,7 @@ CLASS_NAMES = (('0604', 'a PCI bridge'), ('0600', 'a host bridge'),
                ('0601', 'an ISA bridge'), ('0c03', 'a USB controller'),
                ('0b40', 'a co-processor'), ('01', 'a storage controller'),
                ('02', 'a network controller'), ('03', 'a display controller'),
+               ('0403', 'an audio device'), ('04', 'a multimedia controller'),
                ('06', 'a bridge'), ('08', 'a system peripheral'),
                ('12', 'a processing accelerator'))
 
@@ -80,17 +81,24 @@ def _message(record):
         return str(record.msg)
 
 
+#: Attach handle fields shown where set (what Nova writes into the domain
+#: and its ports read from the attach_info).
+_HANDLE_FIELDS = ('mdev_type', 'managed', 'physical_network')
+
+
 def _handles(deployable):
-    """Attach handles grouped: ``{type, address, mdev_type?, count}``."""
+    """Attach handles grouped: ``{type, address, count}`` and those of
+    :data:`_HANDLE_FIELDS` the handles have."""
     groups = {}
     for handle in deployable.attach_handles:
-        key = (handle.attach_type, handle.address, handle.mdev_type)
+        key = (handle.attach_type, handle.address) + tuple(
+            getattr(handle, name) for name in _HANDLE_FIELDS)
         groups[key] = groups.get(key, 0) + 1
     result = []
-    for (kind, address, mdev_type), count in groups.items():
+    for (kind, address, *fields), count in groups.items():
         entry = {'type': kind, 'address': address, 'count': count}
-        if mdev_type:
-            entry['mdev_type'] = mdev_type
+        entry.update((name, value) for name, value in
+                     zip(_HANDLE_FIELDS, fields) if value)
         result.append(entry)
     return result
 

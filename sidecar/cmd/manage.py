@@ -154,6 +154,10 @@ def _handle_text(handle):
     text = '%s %s' % (handle['type'], handle['address'])
     if handle.get('mdev_type'):
         text += ' %s' % handle['mdev_type']
+    if handle.get('managed'):
+        text += ' managed=%s' % handle['managed']
+    if handle.get('physical_network'):
+        text += ' physnet=%s' % handle['physical_network']
     if handle['count'] > 1:
         text += ' x%d' % handle['count']
     return text

@@ -138,13 +138,19 @@ class GpuDriver(base.DiscoveryDriver):
         self.max_instances = parse_max_instances(conf.gpu.mdev_max_instances)
         self.passthrough_drivers = tuple(conf.gpu.passthrough_drivers)
         self.vfio_offers = gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types)
+        if self.vfio_offers and not gpu_vfio.TYPE_SET_AT_BIND:
+            LOG.error('%s is set, but nothing sets a vGPU type at bind yet '
+                      '(cyborg-conductor asks the sidecar nothing for a PCI '
+                      'handle): idle VFs are not offered, only those whose '
+                      'type an operator set', gpu_vfio.OFFER_OPTION)
+            self.vfio_offers = {}
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
 
     def _host_display(self, function):
         """Why ``function`` is the host's own display, or None."""
         if function.vendor_id in BMC_VENDORS:
-            return 'a %s BMC display controller' % (
+            return 'the %s BMC display controller' % (
                 BMC_VENDORS[function.vendor_id])
         if (function.class_id.startswith(VGA_CLASS) and
                 self.source.read_attr(function.address, 'boot_vga') == '1'):

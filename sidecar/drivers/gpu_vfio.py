@@ -79,6 +79,12 @@ def problems(sysfs_root, device):
 
 
 OFFER_OPTION = '[gpu] vfio_vgpu_types'
+#: Whether a component sets an offered VF's type when its ARQ is bound
+#: (sidecar.program.vgpu_types.VgpuTypeSetter has no caller yet: Cyborg
+#: 17 calls the agent side at bind only to program an FPGA or create an
+#: mdev). Until then idle VFs are never offered: a server would get a VF
+#: without a vGPU. Its tests set it.
+TYPE_SET_AT_BIND = False
 _PRODUCT = re.compile(r'^(?:0x)?[0-9a-fA-F]{1,4}$')
 #: A vGPU type name as sidecar.sources.base accepts it from sysfs.
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}$')

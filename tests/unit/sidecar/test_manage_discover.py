@@ -149,7 +149,7 @@ class DiscoverTableTest(DiscoverCase):
         why = {address: cells[0][4] for address, cells in skipped.items()}
         self.assertIn('GPU %s is not selected by [gpu] device_selector'
                       % AMD, why[AMD])
-        self.assertIn('Not reporting GPU %s: it is a ASPEED BMC display '
+        self.assertIn('Not reporting GPU %s: it is the ASPEED BMC display '
                       'controller' % BMC, why[BMC])
         self.assertEqual(
             'no enabled driver claims it: a co-processor, vendor 8086 '
@@ -317,6 +317,13 @@ class DiscoverAlveoAndVgpuTest(simhost.SimHostTestCase):
                           'info names it as mgmt_pf); not offered itself'],
                          why['0000:81:00.0'])
         self.assertIn('nvidia/current_vgpu_type is 0', why[card.vfs[1]][0])
+        # The VF's handle shows the managed mode Nova will write.
+        (handle,) = [h for d in result['devices'] if d['address'] == card.pf
+                     for dep in d['deployables']
+                     for h in dep['attach_handles']]
+        self.assertEqual('no', handle['managed'])
+        self.assertIn('PCI %s managed=no' % card.vfs[0],
+                      manage.render_discover(result, 'table'))
 
 
 class DiscoverLibvirtSourceTest(DiscoverCase):

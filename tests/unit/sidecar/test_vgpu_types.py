@@ -42,6 +42,9 @@ class _Base(simhost.SimHostTestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(test_privileged.InProcess())
+        # The setter under test is the caller the product lacks yet.
+        self.useFixture(fixtures.MockPatchObject(
+            gpu_vfio, 'TYPE_SET_AT_BIND', True))
         self.sim = nvidia.NvidiaHost()
         self.card = self.sim.add_vfio_vgpu_card(num_vfs=4,
                                                 types={0: H100_4C})
@@ -105,6 +108,15 @@ class OfferTest(_Base):
         self.assertEqual({(TRAIT_8C,)}, {
             tuple(t for t in d.traits if t.startswith('CUSTOM_'))
             for d in device.deployables})
+
+    def test_not_offered_while_nothing_sets_the_type_at_bind(self):
+        self.useFixture(fixtures.MockPatchObject(
+            gpu_vfio, 'TYPE_SET_AT_BIND', False))
+        driver = gpu.GpuDriver(self.conf, sysfs.SysfsSource(self.root))
+        (device,) = driver.discover()
+        self.assertEqual([self.vfs[0]], [d.name for d in device.deployables])
+        self.assertIn('nothing sets a vGPU type at bind yet',
+                      self.log.output)
 
     def test_bad_option_item(self):
         for item in ('H100-4C', '2331', 'zz:NVIDIA H100-4C', '2331:'):
