@@ -64,6 +64,15 @@ class AcceleratorRequestBindingFailed(
     """
 
 
+class RevertNotStarted(nova_exception.NovaException):
+    """A resize or cold migration's revert stopped before it changed
+    anything; it can be asked for again."""
+
+    msg_fmt = _("The revert did not start: the accelerator requests of the "
+                "destination could not be deleted (%(error)s). Nothing was "
+                "changed; revert the resize again once Cyborg answers.")
+
+
 class OperationRefused(nova_exception.ForbiddenWithAccelerators):
     """A server action that this integration refuses for accelerators.
 

@@ -28,6 +28,7 @@ it between hosts. So are ARQs that must go but could not be deleted
 
 from nova.compute import vm_states
 from nova import exception as nova_exception
+from nova import objects
 from oslo_log import log as logging
 
 # The bookkeeping moved to nova_cyborg.bookkeeping; its names stay
@@ -52,6 +53,9 @@ from nova_cyborg import exception
 from nova_cyborg.i18n import _
 
 LOG = logging.getLogger(__name__)
+
+#: The instance action event of a revert that could not start.
+REVERT_EVENT = 'compute_revert_resize_accelerators'
 
 
 def remember_retired(instance, arq_uuids):
@@ -331,17 +335,53 @@ def confirm(context, instance):
     retire(context, instance, arq_uuids)
 
 
-def revert_at_destination(context, instance):
+def revert_at_destination(context, instance, migration=None):
     """The move is reverted: the destination's ARQs go, so that the parked
-    ones can be bound again on the source.
+    ones can be bound again on the source. Called before anything of the
+    destination (networks, guest, disks) is torn down.
 
-    :raises: CyborgError if they could not be deleted.
+    :param migration: the nova.objects.Migration being reverted (status
+        ``reverting``).
+    :returns: True to go on with the revert. False if it must not start:
+        the destination's ARQs could not be deleted (Cyborg unreachable).
+        Nothing changed then: the migration is ``finished`` again, the
+        server's task state is cleared (it stays in VERIFY_RESIZE, running
+        on the destination with its devices) and an instance action event
+        in error (:data:`REVERT_EVENT`) says why; the revert, or a confirm,
+        can be asked for again.
     """
     if not (parked(instance) or _profile(instance.flavor)):
-        return
-    nc_client.get_client(context).delete_arqs_for_instance(instance.uuid)
+        return True
+    try:
+        nc_client.get_client(context).delete_arqs_for_instance(
+            instance.uuid)
+    except exception.CyborgError as e:
+        error = exception.RevertNotStarted(error=e)
+        LOG.error('%s', error.format_message(), instance=instance)
+        if migration is not None:
+            migration.status = 'finished'
+            migration.save()
+        instance.task_state = None
+        instance.save()
+        _record_failure(context, instance, REVERT_EVENT, error)
+        return False
     LOG.info('Deleted the accelerator requests of the destination',
              instance=instance)
+    return True
+
+
+def _record_failure(context, instance, event, error):
+    """An instance action event in error, saying why, for the owner."""
+    try:
+        objects.InstanceActionEvent.event_start(
+            context, instance.uuid, event, want_result=False,
+            host=instance.host)
+        objects.InstanceActionEvent.event_finish_with_failure(
+            context, instance.uuid, event, exc_val=error.format_message(),
+            exc_tb='')
+    except Exception as e:  # noqa: B902 (the state is restored already)
+        LOG.warning('Could not record the instance action event %(ev)s: '
+                    '%(err)s', {'ev': event, 'err': e}, instance=instance)
 
 
 def rebind_at_source(virtapi, context, instance):

@@ -215,11 +215,17 @@ def confirm_move(context, instance):
     move.confirm(context, instance)
 
 
-def revert_at_destination(context, instance):
+def revert_at_destination(context, instance, migration):
     """Called by ``ComputeManager.revert_resize()`` on the destination
-    after the guest is destroyed: the destination's ARQs go.
+    before anything there is torn down: the destination's ARQs go.
+
+    :returns: False if they could not be deleted: the revert returns at
+        once, nothing changed, the server still in VERIFY_RESIZE on the
+        destination and its migration ``finished``, so that the revert can
+        be asked for again (:func:`nova_cyborg.move.revert_at_destination`).
+        True otherwise, and for a server without accelerators.
     """
-    move.revert_at_destination(context, instance)
+    return move.revert_at_destination(context, instance, migration)
 
 
 def rebind_at_source(virtapi, context, instance):

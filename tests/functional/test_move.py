@@ -18,6 +18,7 @@ from oslo_concurrency import processutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
+from nova_cyborg import move  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
 TWO_FPGAS = [{'resources:FPGA': '2', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
@@ -233,6 +234,33 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         self.assertEqual([new[0]['uuid']],
                          [a['uuid'] for a in self.bound_on('compute2')])
         self.assert_guest_devices(server, self.bound_on('compute2'))
+
+    def test_revert_with_cyborg_down_can_be_retried(self):
+        old = {arq['uuid'] for arq in self.arqs}
+        self._migrate_server(self.server)
+        new = self.assert_verify_resize('compute2', old)
+        with fixtures.MockPatch(
+                'nova_cyborg.client.CyborgClient.delete_arqs_for_instance',
+                side_effect=nc_exception.CyborgError(
+                    op='delete', msg='injected', status=503)):
+            self.api.post_server_action(self.server['id'],
+                                        {'revertResize': None})
+            event = self._wait_for_instance_action_event(
+                self.server, 'revertResize', move.REVERT_EVENT, 'Error')
+        self.assertIn('The revert did not start', event['details'])
+        # Nothing changed: the guest still runs on compute2 with its
+        # devices, the source's ARQ is still parked, the migration can be
+        # reverted (or confirmed) again.
+        self.wait_idle('VERIFY_RESIZE')
+        self.assertEqual(
+            [a['uuid'] for a in new],
+            [a['uuid'] for a in self.assert_verify_resize('compute2', old)])
+        self.assertEqual(['finished'], [
+            m['status'] for m in self.api.get_migrations()
+            if m['instance_uuid'] == self.server['id']])
+        self._revert_resize(self.server)
+        server = self.assert_running_on('compute1', moved_from='compute2')
+        self.assert_guest_devices(server, self.bound_on('compute1'))
 
     # A failure after the destination's ARQs were bound: the source gets
     # its own back, the destination's go.

@@ -522,11 +522,32 @@ class RevertTest(MoveTestBase):
         move.revert_at_destination(self.context, self.instance)
         self.get_client.assert_not_called()
 
-    def test_at_destination_failure_raises(self):
+    def test_at_destination_failure_leaves_the_revert_retriable(self):
         self.cyclient.delete_arqs_for_instance.side_effect = (
             exception.CyborgError(op='delete', msg='unreachable'))
-        self.assertRaises(exception.CyborgError, move.revert_at_destination,
-                          self.context, self.instance)
+        migration = mock.Mock(status='reverting')
+        self.instance.task_state = 'resize_reverting'
+        with mock.patch.object(objects.InstanceActionEvent,
+                               'event_start') as start, \
+                mock.patch.object(objects.InstanceActionEvent,
+                                  'event_finish_with_failure') as failed:
+            self.assertFalse(move.revert_at_destination(
+                self.context, self.instance, migration))
+        # Revertable (and confirmable) again: what the API looks for.
+        self.assertEqual('finished', migration.status)
+        migration.save.assert_called_once_with()
+        self.assertIsNone(self.instance.task_state)
+        self.save.assert_called_once_with()
+        start.assert_called_once_with(self.context, uuids.inst,
+                                      move.REVERT_EVENT, want_result=False,
+                                      host=self.instance.host)
+        message = failed.call_args[1]['exc_val']
+        self.assertIn('unreachable', message)
+        self.assertIn('Nothing was changed', message)
+
+    def test_at_destination_goes_on(self):
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance, mock.Mock()))
 
     def test_rebind_at_source(self):
         self.instance.system_metadata = dict(SOURCE_PARKED, other='kept')
