@@ -13,8 +13,8 @@ measured" row that points at its log; the others still run. Then the
 herd (P8, P9): one run per size of ``--herd-hosts``.
 
 Benchmarks named on the command line (``herd``, ``boots``, ``steady``,
-``cloud``, ``discovery``, ``dense``, or figures such as ``P5``) run alone; their
-table goes to ``benchmarks/results/<names>.{json,md}`` instead of
+``cloud``, ``discovery``, ``dense``, or figures such as ``P5``) run alone;
+their table goes to ``benchmarks/results/<names>.{json,md}`` instead of
 ``latest``.
 """
 
