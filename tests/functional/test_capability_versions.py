@@ -23,7 +23,6 @@ import fixtures  # noqa: E402
 from nova.compute import resource_tracker  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
 
-from tests.functional import live_base  # noqa: E402
 from tests.functional import test_live_migration  # noqa: E402
 
 V1_0 = 'CUSTOM_NOVA_CYBORG_1_0'
