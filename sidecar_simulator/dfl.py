@@ -41,6 +41,7 @@ import re
 import struct
 from typing import Optional
 
+from sidecar_simulator import abi_sources
 from sidecar_simulator import host as simulator
 
 NO_AFU = '0' * 32
@@ -345,16 +346,7 @@ _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
 
 def source_of(relpath):
     """The :data:`SOURCES` key of a path this module writes, or None."""
-    for pattern, kind in _RULES:
-        if pattern.search(relpath):
-            return kind
-    return None
+    return abi_sources.source_of(_RULES, relpath)
 
 
-def written_paths(root):
-    """Every file, directory and link under ``root``, relative to it."""
-    result = []
-    for top, dirs, files in os.walk(root):
-        for name in dirs + files:
-            result.append(os.path.relpath(os.path.join(top, name), root))
-    return sorted(result)
+written_paths = abi_sources.written_paths

@@ -21,6 +21,7 @@ already written is moved into place.
 import os
 import re
 
+from sidecar_simulator import abi_sources
 from sidecar_simulator import faults
 
 #: kind of path -> its source in the kernel tree.
@@ -83,10 +84,7 @@ _CORRECTABLE = ('RxErr', 'BadTLP', 'BadDLLP', 'Rollover', 'Timeout',
 
 def source_of(relpath):
     """The :data:`SOURCES` key of a path this module writes, or None."""
-    for pattern, kind in _RULES:
-        if pattern.search(relpath):
-            return kind
-    return None
+    return abi_sources.source_of(_RULES, relpath)
 
 
 def _speed(generation_speed):
@@ -231,13 +229,14 @@ def set_qat(host, address, state=None, services=None, heartbeat=None):
 
 def add_qat(host, address, services='sym;asym', num_vfs=4,
             product_id='4940'):
-    """A QAT 4xxx PF, up, serving ``services``, with ``num_vfs`` VFs."""
-    host.add_pf('8086', product_id, class_id='0b4000', address=address,
-                num_vfs=num_vfs, vf_product_id=QAT_4XXX[product_id])
+    """A QAT 4xxx PF, up, serving ``services``, with ``num_vfs`` VFs;
+    its address (the next free one when ``address`` is None)."""
+    pf = host.add_pf('8086', product_id, class_id='0b4000', address=address,
+                     num_vfs=num_vfs, vf_product_id=QAT_4XXX[product_id])
     if host.root is not None:
         host.write(host.root)
-        set_qat(host, address, 'up', services, heartbeat='0')
-    return address
+        set_qat(host, pf.address, 'up', services, heartbeat='0')
+    return pf.address
 
 
 def written_paths(host):

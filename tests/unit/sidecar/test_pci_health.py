@@ -10,6 +10,7 @@ text), and goes when the fault goes.
 import os
 
 import fixtures
+import testtools
 
 from sidecar.discovery import health
 from sidecar.discovery import pci_health
@@ -17,6 +18,7 @@ from sidecar.drivers import gpu
 from sidecar.drivers import pci
 from sidecar.state import holds as holds_mod
 from sidecar_simulator import faults
+from sidecar_simulator import host as simulator
 from sidecar_simulator import pci_health as sim_health
 from tests.unit.sidecar import simhost
 
@@ -316,3 +318,16 @@ class SimulatorSourcesTest(PciHealthTestCase):
         for path in paths:
             self.assertIn(sim_health.source_of(path), sim_health.SOURCES,
                           path)
+
+
+class AddQatTest(testtools.TestCase):
+
+    def test_next_free_address_when_none_is_given(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        host = simulator.SimulatedHost()
+        host.write(root)
+        address = sim_health.add_qat(host, None, 'dc', num_vfs=1)
+        self.assertEqual(simulator.DEFAULT_START, address)
+        with open(os.path.join(root, 'bus', 'pci', 'devices', address,
+                               'qat', 'cfg_services')) as f:
+            self.assertEqual('dc', f.read().strip())
