@@ -3,7 +3,8 @@
 The owner of a server without accelerators uses what a cloud's users
 use: openstacksdk with ``nova_cyborg_client.sdk``, and the ``openstack``
 client with this project's plugin (``openstack server accelerator
-add|list|remove``). The admin only makes the device profile and flavor,
+add|list|remove``). The admin only makes the device profile, offers it
+to the owner's project with a private flavor, makes the plain flavor,
 and reads Placement and the host's domain to check the outcome.
 """
 
@@ -24,6 +25,21 @@ FIELDS = ('uuid', 'state', 'device_profile_name', 'device_profile_group_id',
 
 
 class ClientAttachTest(base.CloudTestCase):
+
+    def _offered_profile(self):
+        """A device profile the admin offers the owner's project with a
+        private flavor (addAccelerator adds only a profile a flavor the
+        project can use names; nova_cyborg.attach_api.check_offered)."""
+        profile = self._profile()
+        flavor = self.admin.compute.create_flavor(
+            name=base._name('flavor'), ram=512, vcpus=1, disk=1,
+            is_public=False)
+        self.addCleanup(self.admin.compute.delete_flavor, flavor)
+        self.admin.compute.create_flavor_extra_specs(
+            flavor, {'accel:device_profile': profile})
+        self.admin.compute.flavor_add_tenant_access(
+            flavor, self.owner.current_project_id)
+        return profile
 
     def _plain_flavor(self):
         flavor = self.admin.compute.create_flavor(
@@ -61,7 +77,7 @@ class ClientAttachTest(base.CloudTestCase):
     # -- openstacksdk ------------------------------------------------------
 
     def test_sdk_attach_list_detach(self):
-        profile = self._profile()
+        profile = self._offered_profile()
         server = self.boot(self._plain_flavor())
         server_id, name = server['id'], server['name']
         self.assertEqual([], sdk.list_accelerators(self.owner, name))
@@ -117,7 +133,7 @@ class ClientAttachTest(base.CloudTestCase):
         return out
 
     def test_cli_attach_list_detach(self):
-        profile = self._profile()
+        profile = self._offered_profile()
         server = self.boot(self._plain_flavor())
         server_id, name = server['id'], server['name']
         self.assertEqual([], json.loads(self._ok(
