@@ -34,6 +34,8 @@ import tempfile
 import time
 import tracemalloc
 
+from benchmarks import discovery
+
 REPEATS = 5
 H100_TYPE = 'NVIDIA H100-4C'
 FUNCTION_ID = '9aeffe5f84a111e8a9a3b3b1fa4b5c1d'
@@ -86,20 +88,8 @@ def write_host(shape, root):
 
 
 def build_sidecar(root):
-    import oslo_messaging as messaging
-    from sidecar.daemon import factory
-    from tests.functional.harness import sidecar_fixture
-    path = sidecar_fixture.write_config(
-        os.path.join(root, 'sidecar.conf'), host='bench',
-        drivers='fpga,gpu,pci', sysfs_root=os.path.join(root, 'sys'),
-        state_path=os.path.join(root, 'state'),
-        placement_url='http://127.0.0.1:9')
-    with open(path, 'a') as f:
-        f.write('\n[pci]\ndevice_spec = %s\ndevice_spec = %s\n'
-                % (NIC_SPEC, QAT_SPEC))
-    conf = sidecar_fixture.make_conf(['--config-file', path])
-    transport = messaging.get_rpc_transport(conf, url='fake://')
-    return factory.build(conf, transport=transport, connect=lambda: None)
+    return discovery.build_sidecar(root, (NIC_SPEC, QAT_SPEC),
+                                   drivers='fpga,gpu,pci')
 
 
 def measure(name):

@@ -57,17 +57,20 @@ def simulated_host(num_vfs):
     return host
 
 
-def build_sidecar(base):
+def build_sidecar(base, device_specs=(PCI_SPEC,), drivers='fpga,pci,gpu'):
+    """The sidecar's objects for the tree under ``base/sys``, with these
+    ``[pci] device_spec`` entries, connected to nothing."""
     import oslo_messaging as messaging
     from sidecar.daemon import factory
     from tests.functional.harness import sidecar_fixture
     path = sidecar_fixture.write_config(
         os.path.join(base, 'sidecar.conf'), host='bench',
-        drivers='fpga,pci,gpu', sysfs_root=os.path.join(base, 'sys'),
+        drivers=drivers, sysfs_root=os.path.join(base, 'sys'),
         state_path=os.path.join(base, 'state'),
         placement_url='http://127.0.0.1:9')
     with open(path, 'a') as f:
-        f.write('\n[pci]\ndevice_spec = %s\n' % PCI_SPEC)
+        f.write('\n[pci]\n' + ''.join('device_spec = %s\n' % spec
+                                      for spec in device_specs))
     conf = sidecar_fixture.make_conf(['--config-file', path])
     transport = messaging.get_rpc_transport(conf, url='fake://')
     return factory.build(conf, transport=transport, connect=lambda: None)
