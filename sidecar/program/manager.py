@@ -85,6 +85,19 @@ def _cpid_address(controlpath_id):
     return '%s:%s:%s.%s' % tuple(parts)
 
 
+@contextlib.contextmanager
+def held_if_free(lock):
+    """Yield False while ``lock`` is held (a job runs); otherwise hold it
+    meanwhile and yield True."""
+    if not lock.acquire(blocking=False):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
 class ProgramManager:
     """Serve ``fpga_program`` for the FPGAs this host reported."""
 
@@ -132,18 +145,10 @@ class ProgramManager:
         """The journal: ``[(address, job)]`` started and not finished."""
         return self._journal.jobs.items()
 
-    @contextlib.contextmanager
     def idle(self, address):
         """Yield False while ``address`` is being programmed; otherwise
         hold it (no job starts) and yield True."""
-        lock = self._lock(address)
-        if not lock.acquire(blocking=False):
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
+        return held_if_free(self._lock(address))
 
     # -- checks ---------------------------------------------------------
 

@@ -30,7 +30,6 @@ The rules are the FPGA programming rules of
   a sidecar killed mid-write logs what the VF holds when it comes back.
 """
 
-import contextlib
 import os
 import threading
 import time
@@ -44,6 +43,7 @@ from sidecar import privileged
 from sidecar.drivers import gpu
 from sidecar.drivers import gpu_vfio
 from sidecar.program import journal as journal_mod
+from sidecar.program import manager
 from sidecar.program import promises
 from sidecar.report import reporter as report
 
@@ -211,13 +211,5 @@ class VgpuTypeSetter:
                              'now': current})
                 self._jobs.pop(address)
 
-    @contextlib.contextmanager
     def _idle(self, card):
-        lock = self._lock_for(card)
-        if not lock.acquire(blocking=False):
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
+        return manager.held_if_free(self._lock_for(card))
