@@ -19,7 +19,9 @@ source's ARQs are parked (unbound, kept) while the guest is off:
 4. Confirm deletes the parked ARQs (:func:`confirm`). Revert deletes the
    destination's (:func:`revert_at_destination`) and binds the parked ones
    again on the source (:func:`rebind_at_source`) before its guest is
-   rebuilt.
+   rebuilt. If that bind fails, the server is in ERROR on the source with
+   its ARQs still parked; the next hard reboot, power on or rebuild there
+   binds them again first (nova_cyborg.recovery.parked_here).
 
 Parked ARQs are kept in the instance's system metadata, which travels with
 it between hosts. So are ARQs that must go but could not be deleted

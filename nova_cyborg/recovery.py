@@ -40,6 +40,7 @@ import time
 
 from oslo_log import log as logging
 
+from nova.compute import vm_states
 import nova.conf
 
 from nova_cyborg import allocations
@@ -131,6 +132,39 @@ def _unpark(context, instance, arqs):
                  ','.join(sorted(again)), instance=instance)
     move.store(instance, move.PARKED_PREFIX, [])
     instance.save()
+
+
+def parked_here(context, instance):
+    """Bind again the ARQs a failed revert left parked on this host.
+
+    A revert whose binding of the parked ARQs on the source failed
+    (Cyborg unreachable, the bind refused) leaves the server in ERROR on
+    the source, its allocation there, and its own ARQs parked (unbound,
+    remembered in its system metadata): Cyborg no longer ties them to it.
+    Called before a hard reboot, a power on or a rebuild on the same host
+    reads the server's ARQs, so that the guest built next gets its devices
+    back rather than none. Nothing happens while the server is in
+    VERIFY_RESIZE (its parked ARQs are the source's, it runs on the
+    destination) or when the ARQs were parked on another host.
+
+    :raises: what :func:`bind_and_poll` raises (the ARQs stay parked; the
+        operation fails with the reason, and can be retried).
+    """
+    entries = move.parked(instance)
+    if not entries or instance.vm_state == vm_states.RESIZED:
+        return
+    here = {name for name in (instance.host, instance.node) if name}
+    if any(host not in here for _u, _rp, host in entries):
+        LOG.warning('Accelerator requests %(arqs)s are parked for another '
+                    'host than %(host)s; left as they are',
+                    {'arqs': ','.join(u for u, _rp, _h in entries),
+                     'host': instance.host}, instance=instance)
+        return
+    LOG.info('A revert left accelerator requests %s parked on this host: '
+             'binding them again', ','.join(u for u, _rp, _h in entries),
+             instance=instance)
+    _unpark(context, instance, nc_client.get_client(
+        context).get_arqs_for_instance(arq_owner(instance)))
 
 
 def _moving_accelerators(instance):

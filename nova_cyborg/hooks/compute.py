@@ -102,11 +102,15 @@ def rebuild_failure(instance, exc):
 
 def accel_info(context, instance):
     """Called by ``ComputeManager._get_accel_info()`` (hard reboot, power
-    on).
+    on, rebuild on the same host).
+
+    ARQs a failed revert left parked on this host are bound again first
+    (nova_cyborg.recovery.parked_here).
 
     :returns: the ARQs bound to the instance on the host it is on now, or
         [] for a server without accelerators.
     """
+    recovery.parked_here(context, instance)
     return move.instance_arqs(context, instance)
 
 

@@ -262,6 +262,34 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         server = self.assert_running_on('compute1', moved_from='compute2')
         self.assert_guest_devices(server, self.bound_on('compute1'))
 
+    def test_revert_whose_rebind_failed_binds_at_the_next_hard_reboot(self):
+        # Cyborg refuses the parked ARQ's bind on the source during the
+        # revert: the server ends in ERROR on compute1 with its ARQ parked
+        # (unbound). The operator's hard reboot, once Cyborg answers
+        # again, must give the guest its device back, not build it without.
+        old = [arq['uuid'] for arq in self.arqs]
+        self._migrate_server(self.server)
+        self.assert_verify_resize('compute2', set(old))
+        with fixtures.MockPatch(
+                'nova_cyborg.client.CyborgClient.bind_arqs',
+                side_effect=nc_exception.CyborgError(
+                    op='bind', msg='injected: HTTP 503', status=503)):
+            self.api.post_server_action(self.server['id'],
+                                        {'revertResize': None})
+            server = self._wait_for_state_change(self.server, 'ERROR')
+        self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual([(u, 'Unbound') for u in old],
+                         [(u, self.cyborg.get_arq(u)['state']) for u in old])
+        self.assert_host_free('compute2')
+        self._reboot_server(server, hard=True)
+        server = self.assert_running_on('compute1')
+        self.assertEqual(old, [a['uuid'] for a in self.bound_on('compute1')])
+        self.assert_guest_devices(server, self.arqs)
+        # Bound again, not parked any more: the delete frees everything.
+        self._delete_server(server)
+        self.assertEqual([], self.cyborg.list_arqs(self.server['id']))
+        self.assert_host_free('compute1')
+
     # A failure after the destination's ARQs were bound: the source gets
     # its own back, the destination's go.
 

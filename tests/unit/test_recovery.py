@@ -314,3 +314,57 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self._run(recovery.rpc.REMOVING)
         self.assertIsNone(self.instance.task_state)
         self.save.assert_called()
+
+
+class ParkedHereTest(RecoveryTestBase):
+    """A revert whose re-bind at the source failed: the next hard reboot,
+    power on or rebuild on that host binds the parked ARQs again."""
+
+    def setUp(self):
+        super().setUp()
+        self.instance.vm_state = vm_states.ERROR
+        self.poll = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.recovery.bind_and_poll')).mock
+
+    def test_binds_the_parked_arqs_on_their_host_and_forgets_them(self):
+        self.cyclient.get_arqs_for_instance.return_value = []
+        recovery.parked_here(self.context, self.instance)
+        self.poll.assert_called_once_with(
+            self.context, self.instance,
+            {uuids.a0: (uuids.src_rp, 'src-host')})
+        self.assertEqual([], move.parked(self.instance))
+        self.save.assert_called_once_with()
+
+    def test_an_arq_still_bound_is_not_bound_twice(self):
+        self.cyclient.get_arqs_for_instance.return_value = [_arq(uuids.a0)]
+        recovery.parked_here(self.context, self.instance)
+        self.poll.assert_not_called()
+        self.assertEqual([], move.parked(self.instance))
+
+    def test_bind_failure_keeps_them_parked(self):
+        self.cyclient.get_arqs_for_instance.return_value = []
+        self.poll.side_effect = exception.CyborgError(
+            op='bind', msg='down', status=503)
+        self.assertRaises(exception.CyborgError, recovery.parked_here,
+                          self.context, self.instance)
+        self.assertEqual([(uuids.a0, uuids.src_rp, 'src-host')],
+                         move.parked(self.instance))
+        self.save.assert_not_called()
+
+    def test_nothing_in_verify_resize(self):
+        # Parked on the source while the guest runs on the destination.
+        self.instance.vm_state = vm_states.RESIZED
+        recovery.parked_here(self.context, self.instance)
+        self.cyclient.get_arqs_for_instance.assert_not_called()
+        self.poll.assert_not_called()
+
+    def test_nothing_for_arqs_parked_on_another_host(self):
+        self.instance.host = self.instance.node = 'dest-host'
+        recovery.parked_here(self.context, self.instance)
+        self.poll.assert_not_called()
+        self.assertEqual(1, len(move.parked(self.instance)))
+
+    def test_nothing_without_parked_arqs(self):
+        move.store(self.instance, PARKED, [])
+        recovery.parked_here(self.context, self.instance)
+        self.cyclient.get_arqs_for_instance.assert_not_called()
