@@ -268,3 +268,17 @@ def live_migration_rolled_back(context, instance):
     """
     if bookkeeping.has_accelerators(instance):
         live_migration_compute.rolled_back(context, instance)
+
+
+def live_migration_reset(manager, context, instance, migration):
+    """Called by ``ComputeManager._reset_live_migration()``: the source
+    nova-compute restarted with the server in MIGRATING (it stopped in the
+    middle of the live migration, and ``_rollback_live_migration`` never
+    ran), after the migration was aborted and set to 'error'. The server
+    gets its allocation on this host back and the destination's ARQs go.
+    Never raises; nothing for a server without accelerators.
+
+    :param migration: the migration upstream found running, or None.
+    """
+    if bookkeeping.has_accelerators(instance):
+        live_migration_compute.reset(manager, context, instance, migration)
