@@ -144,23 +144,25 @@ def attaching(instance):
     return profile
 
 
-def _guest(manager, instance):
-    return manager.driver._host.get_guest(instance)
+def _driver(manager, action, context, instance, arqs):
+    """Ask the virt driver (``attach_accelerators`` or
+    ``detach_accelerators``, the ComputeDriver methods of patch 0024) to
+    plug or unplug ``arqs`` in the running guest, or to give a guest that
+    is not running a definition with exactly the devices the server holds
+    now: a later start from it (unrescue, soft reboot) must neither lose
+    an attached device nor bring back a removed one.
 
-
-def _redefine(manager, context, instance, action):
-    """Give the definition of a guest that is not running exactly the
-    devices the server holds now (nova_cyborg.virt.guard): a later start
-    from it (unrescue, soft reboot) must neither lose an attached device
-    nor bring back a removed one."""
+    :raises: AcceleratorAttachFailed for a driver that cannot.
+    """
+    method = (manager.driver.attach_accelerators
+              if action == 'addAccelerator'
+              else manager.driver.detach_accelerators)
     try:
-        guest = _guest(manager, instance)
-    except nova_exception.InstanceNotFound:
-        # No definition (yet): the next start builds the guest from the
-        # server's ARQs.
-        return
-    guard.checked_guest(manager.driver, context, instance, guest,
-                        asked=action)
+        method(context, instance, arqs)
+    except NotImplementedError:
+        raise exception.AcceleratorAttachFailed(reason=_(
+            'the %s virt driver cannot attach or detach accelerators')
+            % type(manager.driver).__name__)
 
 
 def _bind(manager, context, instance, cyclient, dp_name, mapping, existing,
@@ -242,10 +244,7 @@ def _add(manager, context, instance, dp_name):
         instance.save()
         if running:
             _refuse_mdevs(arqs)
-            nc_libvirt.attach_pci_hostdevs(_guest(manager, instance), arqs,
-                                           persistent=True)
-        else:
-            _redefine(manager, context, instance, 'addAccelerator')
+        _driver(manager, 'addAccelerator', context, instance, arqs)
     except Exception as e:
         reason = exception.reason(e)
         LOG.error('Attaching the accelerators of device profile %(dp)s '
@@ -284,8 +283,7 @@ def _remove(manager, context, instance, dp_name):
         except exception.OperationRefused as e:
             raise exception.AcceleratorAttachFailed(
                 reason=e.format_message())
-        nc_libvirt.detach_pci_hostdevs(_guest(manager, instance), arqs,
-                                       persistent=True)
+        _driver(manager, 'removeAccelerator', context, instance, arqs)
     added = added_allocations(instance, dp_name)
     move.retire(context, instance, mine)
     try:
@@ -301,7 +299,7 @@ def _remove(manager, context, instance, dp_name):
     instance.save()
     if instance.vm_state != vm_states.ACTIVE:
         try:
-            _redefine(manager, context, instance, 'removeAccelerator')
+            _driver(manager, 'removeAccelerator', context, instance, [])
         except guard.GuestDevicesUnchecked as e:
             # The check at the next start removes them.
             LOG.warning('The guest definition still holds the devices: %s',

@@ -10,9 +10,11 @@ validates that data and never calls Cyborg.
 """
 
 from nova_cyborg import bookkeeping
+from nova_cyborg import compat
 from nova_cyborg import live_migration_compute
 from nova_cyborg import move
 from nova_cyborg.virt import guard
+from nova_cyborg.virt import hotplug
 from nova_cyborg.virt import libvirt as nc_libvirt
 
 
@@ -74,7 +76,7 @@ def add_pci_hostdevs(guest, accel_info):
 
 
 def allocate_mdevs(driver, accel_info):
-    """Called by ``LibvirtDriver._allocate_cyborg_mdevs()``.
+    """Called by ``LibvirtDriver._allocate_cyborg_mdevs()`` (Nova 34).
 
     :param driver: the LibvirtDriver.
     :returns: the mdev UUIDs of the MDEV ARQs, created if needed.
@@ -104,6 +106,29 @@ def attach_pci_hostdevs(guest, accel_info):
     nc_libvirt.attach_pci_hostdevs(guest, accel_info)
 
 
+def attach_accelerators(driver, context, instance, accel_info):
+    """Called by ``LibvirtDriver.attach_accelerators()`` (patch 0024, the
+    driver method ``addAccelerator`` uses): the devices of ``accel_info``
+    go into the running guest and its definition, or a stopped guest's
+    definition is made to hold what the server is given now.
+
+    :raises: InvalidAttachHandle, GuestDevicesUnchecked, libvirt's errors.
+    """
+    hotplug.attach(driver, context, instance, accel_info)
+
+
+def detach_accelerators(driver, context, instance, accel_info):
+    """Called by ``LibvirtDriver.detach_accelerators()`` (patch 0024, the
+    driver method ``removeAccelerator`` uses): the devices of
+    ``accel_info`` leave the running guest and its definition, or a
+    stopped guest's definition loses what the server no longer holds.
+
+    :raises: InvalidAttachHandle, PciDeviceDetachFailed,
+        GuestDevicesUnchecked.
+    """
+    hotplug.detach(driver, context, instance, accel_info)
+
+
 def accelerators_after_move(driver, context, instance, mdevs):
     """Called by ``LibvirtDriver.finish_migration()`` and
     ``finish_revert_migration()`` before the guest's XML is built:
@@ -115,10 +140,29 @@ def accelerators_after_move(driver, context, instance, mdevs):
         guest, and ``mdevs`` with their mdevs added (each once).
     """
     arqs = accel_info(context, instance)
+    return arqs, add_accelerator_mdevs(driver, arqs, mdevs)
+
+
+def add_accelerator_mdevs(driver, accel_info, mdevs):
+    """Called by ``LibvirtDriver.spawn()`` and ``_hard_reboot()`` of Nova
+    33 (patch 0004a of its series), whose driver makes no mediated devices
+    for Cyborg's MDEV attach handles; Nova 34's does it there itself.
+
+    :param accel_info: the ARQ dicts of the guest, or None.
+    :param mdevs: the mdev UUIDs Nova gives the guest.
+    :returns: ``mdevs`` with the accelerators' mdevs added (each once),
+        created if needed.
+    :raises: InvalidAttachHandle, before any mdev is created.
+    """
     mdevs = list(mdevs)
-    mdevs.extend(mdev for mdev in driver._allocate_cyborg_mdevs(arqs)
-                 if mdev not in mdevs)
-    return arqs, mdevs
+    if not accel_info:
+        return mdevs
+    if compat.driver_allocates_cyborg_mdevs(driver):
+        made = driver._allocate_cyborg_mdevs(accel_info)
+    else:
+        made = nc_libvirt.allocate_mdevs(driver, accel_info)
+    mdevs.extend(mdev for mdev in made if mdev not in mdevs)
+    return mdevs
 
 
 def live_migration_source_mdevs(driver, context, instance, dest_check_data,

@@ -130,7 +130,7 @@ class DetachedDeviceTest(OneDeviceOneGuestBase):
     def test_definition_of_an_older_detach_is_cleaned_at_start(self):
         """The detach left the device in P's definition (a compute of a
         release that did not clean it): unrescue removes it, says so."""
-        with fixtures.MockPatch('nova_cyborg.attach._redefine'):
+        with fixtures.MockPatch('nova_cyborg.virt.hotplug._redefine'):
             server_p = self._stopped_p_without_its_device()
         self.assertEqual([self.vf], self.bdfs(server_p))
         server_q, arqs = self.boot_q()
@@ -166,7 +166,7 @@ class DetachedDeviceTest(OneDeviceOneGuestBase):
         with self.acting(self.owner_api):
             server_p = self.boot(self.plain)
             self._stop_server(server_p)
-            with fixtures.MockPatch('nova_cyborg.attach._redefine'):
+            with fixtures.MockPatch('nova_cyborg.virt.hotplug._redefine'):
                 self.accelerator_action(self.owner_api, server_p,
                                         'addAccelerator', self.dp)
         self.assertEqual([], self.bdfs(server_p))

@@ -59,15 +59,33 @@ class AttachingRecordTest(test.NoDBTestCase):
             {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
         self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
                                            return_value=[]))
-        redefine = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.attach._redefine')).mock
         attach._add(self.manager, self.context, self.instance, 'dp')
-        # The stopped guest's definition gets the device.
-        redefine.assert_called_once_with(self.manager, self.context,
-                                         self.instance, 'addAccelerator')
+        # The stopped guest's definition gets the device: the virt
+        # driver's interface is asked, not its internals.
+        self.manager.driver.attach_accelerators.assert_called_once_with(
+            self.context, self.instance, [])
+        self.assertEqual([], self.manager.driver._host.mock_calls)
         # Cleared in the same save that records the allocation added.
         self.assertEqual({attach.ALLOC_PREFIX + '0': 'dp %s FPGA 1' % (
             uuids.rp)}, self.saved[-1])
+
+    def test_a_driver_without_the_methods_fails_the_attach(self):
+        self.add.return_value = (
+            {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
+        self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
+                                           return_value=[]))
+        self.useFixture(fixtures.MockPatch('nova_cyborg.move.retire'))
+        remove = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.remove')).mock
+        self.manager.driver.attach_accelerators.side_effect = (
+            NotImplementedError())
+        exc = self.assertRaises(exception.AcceleratorAttachFailed,
+                                attach._add, self.manager, self.context,
+                                self.instance, 'dp')
+        self.assertIn('virt driver cannot attach', str(exc))
+        # Everything is put back.
+        remove.assert_called_once()
+        self.assertEqual({}, self.saved[-1])
 
     def test_failed_attach_clears_the_record(self):
         self.add.return_value = (

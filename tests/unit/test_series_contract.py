@@ -43,10 +43,13 @@ import testtools
 
 from nova_cyborg.cmd import _series
 from nova_cyborg.cmd import _unidiff
+from nova_cyborg.cmd import patch as patch_tool
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-SERIES_DIR = os.path.join(REPO, 'patches', 'nova-34.0.0')
+#: The series the patch tool picks for the installed Nova (34.0.0, or
+#: 33.0.2 in tox -e py3-nova33).
+SERIES_DIR = patch_tool.installed_series(os.path.join(REPO, 'patches'))[0]
 HOOKS = 'nova_cyborg.hooks'
 
 
@@ -55,8 +58,14 @@ def is_fix(patch):
     return '-fix-' in patch.name
 
 
+def is_interface(patch):
+    """Optional methods added to a Nova interface: no hook call."""
+    return '-interface-' in patch.name
+
+
 def routed_files(patches):
-    return set(rel for p in patches if not is_fix(p) for rel in p.paths())
+    return set(rel for p in patches if not is_fix(p) and not is_interface(p)
+               for rel in p.paths())
 
 
 def installed_nova_dir():
@@ -265,6 +274,41 @@ class TestSeriesContract(testtools.TestCase):
                                              hunk_name(patch, fp, hunk))
         # Fixes come first: they apply on pristine Nova, alone.
         self.assertEqual(fixes, self.patches[:len(fixes)])
+
+    def test_interface_patches_add_only_optional_methods(self):
+        # Each method an interface patch adds to the interface's file
+        # raises NotImplementedError (no code for a driver that lacks it)
+        # and is implemented in a routed file (checked there like every
+        # hook call).
+        interfaces = [p for p in self.patches if is_interface(p)]
+        routed = routed_files(self.patches)
+        for patch in interfaces:
+            interface_files = [rel for rel in patch.paths()
+                               if rel not in routed]
+            self.assertNotEqual([], interface_files, patch.name)
+            for rel in interface_files:
+                tree = ast.parse(''.join(self.patched[rel]))
+                added = [text.strip() for fp in patch.files
+                         if fp.target() == rel for hunk in fp.hunks
+                         for tag, text in hunk.lines if tag == '+']
+                names = [line.split('(')[0][len('def '):] for line in added
+                         if line.startswith('def ')]
+                self.assertNotEqual([], names, patch.name)
+                for func in ast.walk(tree):
+                    if (isinstance(func, ast.FunctionDef) and
+                            func.name in names):
+                        body = [n for n in func.body
+                                if not isinstance(n, ast.Expr)]
+                        self.assertEqual(1, len(body), func.name)
+                        self.assertIsInstance(body[0], ast.Raise)
+                        self.assertEqual('NotImplementedError',
+                                         body[0].exc.func.id)
+                        self.assertNotIn('nova_cyborg',
+                                         ast.unparse(func), func.name)
+                for name in names:
+                    self.assertTrue(any(
+                        'def %s(' % name in ''.join(self.patched[other])
+                        for other in routed), name)
 
     def test_moved_nova_code_names_the_hunk(self):
         # One line more at the top of the first file the series changes:
