@@ -49,6 +49,7 @@ import oslo_messaging as messaging
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
+from nova_cyborg.objects import accelerator_request as arq_obj
 
 ADDING = 'adding_accelerator'
 REMOVING = 'removing_accelerator'
@@ -79,6 +80,12 @@ def refuse_unpluggable(arqs):
     """
     for arq in arqs:
         kind = arq.get('attach_handle_type')
+        info = arq.get('attach_handle_info')
+        if (kind == arq_obj.ATTACH_TYPE_MDEV and isinstance(info, dict) and
+                info.get(arq_obj.VGPU_FRAMEWORK_KEY) == arq_obj.VENDOR_VFIO):
+            # A vGPU 17 VF: a PCI function to the guest (validated in full
+            # before it is unplugged).
+            kind = arq_obj.ATTACH_TYPE_PCI
         if kind != HOT_PLUGGABLE:
             raise exception.OperationRefused(reason=_(
                 'A %s accelerator cannot be removed from a running server: '

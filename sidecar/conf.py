@@ -210,12 +210,18 @@ GPU_OPTS = [
                      '``nvidia`` without a type (``nvidia/current_vgpu_type`` '
                      '0) whose ``nvidia/creatable_vgpu_types`` lists one of '
                      'them (the first, in option order) is offered as a '
-                     'VGPU with that type\'s trait, and the sidecar writes '
-                     'the type when cyborg-conductor binds it, never under '
-                     'a server. Not honoured yet: nothing calls the sidecar '
-                     'at bind for a PCI handle (Cyborg 17), so when set the '
-                     'sidecar logs an ERROR and offers only VFs whose type '
-                     'an operator set, as with the default (empty).'),
+                     'VGPU with that type\'s trait. Its attach handle is '
+                     'an MDEV handle marked ``vgpu_framework=vendor-vfio``, '
+                     '``managed=no``: cyborg-conductor asks the sidecar '
+                     '(``create_vgpu_mdev``) to write the type when it binds '
+                     'an ARQ to the VF, refused cleanly when the card can no '
+                     'longer host it or a server, an allocation or another '
+                     'type holds the VF, and Nova passes the VF through as '
+                     'a PCI function with ``managed=\'no\'``. At unbind the '
+                     'sidecar writes 0 back, unless a domain or another '
+                     'consumer still holds the VF. VFs whose type an '
+                     'operator set keep a PCI handle and their type. Empty '
+                     '(the default): only those are offered.'),
 ]
 
 FPGA_OPTS = [
@@ -375,6 +381,21 @@ HEALTH_OPTS = [
                      '(``03``) lower their link speed when idle to save '
                      'power. A link narrower than it can be, or down, is a '
                      'fault for every device.'),
+    cfg.ListOpt('nvml_fault_xids',
+                item_type=cfg.types.Integer(min=1),
+                default=[48, 63, 64, 74, 79, 92, 94, 95, 119, 120],
+                help='NVIDIA XIDs that make a GPU unhealthy where the host '
+                     'has NVML (the ``nvidia`` driver holds the GPU, and '
+                     'the optional ``nvidia-ml-py`` is installed): by '
+                     'default those NVIDIA\'s XID catalogue resolves with '
+                     'a GPU reset or a reboot (double-bit ECC, row '
+                     'remapping, NVLink, fallen off the bus, contained and '
+                     'uncontained ECC, GSP errors). Other critical XIDs, '
+                     'such as the application errors 13, 31, 43, 45, 68 '
+                     'and 109, are logged. A double-bit ECC event and a '
+                     'rise of the volatile uncorrected ECC count are '
+                     'faults too. The GPU stays held until the sidecar '
+                     'restarts (after the GPU was reset).'),
 ]
 
 GROUPS['health'] = HEALTH_OPTS

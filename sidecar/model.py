@@ -33,6 +33,13 @@ def parse_bdf(address):
             match.group('function'))
 
 
+#: attach_info of a vendor-VFIO vGPU's MDEV handle (AttachHandle.vendor_vfio)
+#: beside ``managed='no'``: nova_cyborg passes its VF through as a PCI
+#: function instead of creating an mdev.
+VGPU_FRAMEWORK = 'vgpu_framework'
+VENDOR_VFIO = 'vendor-vfio'
+
+
 @dataclasses.dataclass(frozen=True)
 class AttachHandle:
     """Something Nova attaches to a guest: a PCI function or an mdev slot.
@@ -49,15 +56,25 @@ class AttachHandle:
     #: it goes into attach_info as ``vgpu_mark``, as Cyborg's NVIDIA
     #: driver does.
     instance: int = 0
-    #: PCI only: the ``<hostdev managed=...>`` mode Nova writes, sent as
-    #: attach_info ``managed`` when set: ``'no'`` for a function that
-    #: must stay on its host driver (an NVIDIA vGPU 17 VF); None for
-    #: libvirt's default, ``'yes'``.
+    #: The ``<hostdev managed=...>`` mode Nova writes, sent as attach_info
+    #: ``managed`` when set: ``'no'`` for a function that must stay on its
+    #: host driver (an NVIDIA vGPU 17 VF); None for libvirt's default,
+    #: ``'yes'``. On an MDEV handle, ``'no'`` makes it a vendor-VFIO vGPU
+    #: (:attr:`vendor_vfio`).
     managed: Optional[str] = None
     #: PCI only: the Neutron physical network of a NIC function (``[pci]
     #: device_spec`` ``physical_network``), sent as attach_info
     #: ``physical_network``, which Nova's accelerator-direct ports read.
     physical_network: Optional[str] = None
+
+    @property
+    def vendor_vfio(self):
+        """An NVIDIA vGPU 17 VF whose type the sidecar sets at bind: an
+        MDEV handle, so that cyborg-conductor 17 calls ``create_vgpu_mdev``
+        and ``remove_vgpu_mdev`` for it, whose ``address`` is the VF
+        itself and ``mdev_type`` the vGPU type name; Nova passes the VF
+        through as a PCI function with ``managed='no'``."""
+        return self.attach_type == 'MDEV' and self.managed == 'no'
 
     def attach_info(self):
         """The attach_info dict Cyborg stores and Nova later validates."""
@@ -67,6 +84,9 @@ class AttachHandle:
         if self.attach_type == 'MDEV':
             info['asked_type'] = self.mdev_type
             info['vgpu_mark'] = '%s_%d' % (self.mdev_type, self.instance)
+            if self.vendor_vfio:
+                info['managed'] = self.managed
+                info[VGPU_FRAMEWORK] = VENDOR_VFIO
         else:
             if self.managed is not None:
                 info['managed'] = self.managed

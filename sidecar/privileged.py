@@ -389,3 +389,27 @@ def set_vgpu_type(root, address, type_id):
                                     'replaced' % current)
     _write_sysfs(root, os.path.relpath(current_path,
                                        os.path.realpath(root)), type_id)
+
+
+@sidecar_pctxt.entrypoint
+def clear_vgpu_type(root, address, type_id):
+    """Write ``0`` into ``nvidia/current_vgpu_type`` of VF ``address``,
+    which removes its vGPU (vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``),
+    only while it holds ``type_id``: the type the caller set and checked
+    nobody uses. Returns False (nothing written) when it holds another
+    type or none. Raises InvalidArgument, or OSError from the write.
+    """
+    _check_address(address)
+    if (not isinstance(type_id, str) or
+            not _VGPU_TYPE_ID_RE.fullmatch(type_id)):
+        raise _invalid('vGPU type id', '%r is not a positive decimal type '
+                       'id' % (type_id,))
+    current_path = _resolve_under(root, os.path.join(
+        'bus', 'pci', 'devices', address, 'nvidia', 'current_vgpu_type'))
+    with open(current_path) as f:
+        current = f.read(64).strip()
+    if current != type_id:
+        return False
+    _write_sysfs(root, os.path.relpath(current_path,
+                                       os.path.realpath(root)), '0')
+    return True

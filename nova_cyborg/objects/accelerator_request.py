@@ -24,6 +24,13 @@ ATTACH_TYPES = (ATTACH_TYPE_PCI, ATTACH_TYPE_MDEV)
 #: function from its host driver and binds it to vfio), 'no' (it must
 #: already be usable by VFIO: an NVIDIA vGPU 17 VF stays on ``nvidia``).
 MANAGED_MODES = ('yes', 'no')
+#: attach_handle_info of an NVIDIA vGPU 17 VF whose type the sidecar sets
+#: at bind: Cyborg holds it as an MDEV handle (so that cyborg-conductor 17
+#: asks the sidecar to set the type), with ``vgpu_framework`` this value
+#: and ``managed`` 'no'. It is the VF itself, passed through as a PCI
+#: function with ``managed='no'`` (libvirt must leave it on ``nvidia``).
+VGPU_FRAMEWORK_KEY = 'vgpu_framework'
+VENDOR_VFIO = 'vendor-vfio'
 
 #: attach_handle_info key, PCIAddress field, at most this many hex digits,
 #: largest value. Hex digits only: no ``0x`` prefix, sign, space or
@@ -40,6 +47,9 @@ _UUID = re.compile('[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
                    '[0-9a-f]{12}')
 #: mdev types (``nvidia-35``, ``i915-GVTg_V5_4``) and physical networks.
 _NAME = re.compile('[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
+#: vGPU 17 type names, as NVIDIA's creatable_vgpu_types lists them
+#: (``NVIDIA H100-4C``); never written into XML.
+_VGPU_TYPE_NAME = re.compile('[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}')
 _MAX_TEXT = 255
 
 
@@ -193,6 +203,9 @@ class AttachHandle(base.NovaCyborgObject):
         elif not _is_uuid(handle_uuid):
             raise _invalid(arq_id, _('attach_handle_uuid %s is not a '
                                      'canonical UUID') % _show(handle_uuid))
+        if VGPU_FRAMEWORK_KEY in info:
+            return cls._vendor_vfio(info, arq_id, attach_type, address,
+                                    handle_uuid)
         mdev_type = physnet = None
         if attach_type == ATTACH_TYPE_MDEV:
             mdev_type = info.get('asked_type')
@@ -216,6 +229,37 @@ class AttachHandle(base.NovaCyborgObject):
         return cls(attach_type=attach_type, uuid=handle_uuid,
                    address=address, mdev_type=mdev_type,
                    physical_network=physnet, managed=managed)
+
+    @classmethod
+    def _vendor_vfio(cls, info, arq_id, attach_type, address, handle_uuid):
+        """A vGPU 17 VF's vendor-VFIO handle (:data:`VENDOR_VFIO`): the PCI
+        function at its address, ``managed='no'``; anything else marked
+        so is refused."""
+        framework = info[VGPU_FRAMEWORK_KEY]
+        if framework != VENDOR_VFIO or attach_type != ATTACH_TYPE_MDEV:
+            raise _invalid(arq_id, _(
+                'attach_handle_info vgpu_framework %(value)s is not %(ok)s '
+                'on an MDEV handle') % {'value': _show(framework),
+                                        'ok': VENDOR_VFIO})
+        if info.get('managed') != 'no':
+            raise _invalid(arq_id, _(
+                'attach_handle_info managed %s must be no for a '
+                'vendor-VFIO vGPU') % _show(info.get('managed')))
+        name = info.get('asked_type')
+        if (not isinstance(name, str) or
+                not _VGPU_TYPE_NAME.fullmatch(name) or '..' in name):
+            raise _invalid(arq_id, _('attach_handle_info asked_type %s is '
+                                     'not a vGPU type name') % _show(name))
+        unknown = sorted(set(info) - {
+            'domain', 'bus', 'device', 'function', 'asked_type',
+            'vgpu_mark', 'managed', VGPU_FRAMEWORK_KEY})
+        if unknown:
+            raise _invalid(arq_id, _('attach_handle_info %s is not a key '
+                                     'of a vendor-VFIO vGPU')
+                           % _show(unknown[0]))
+        return cls(attach_type=ATTACH_TYPE_PCI, uuid=handle_uuid,
+                   address=address, mdev_type=None, physical_network=None,
+                   managed='no')
 
 
 @base.NovaCyborgObjectRegistry.register

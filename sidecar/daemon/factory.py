@@ -16,6 +16,7 @@ from sidecar.discovery import guests
 from sidecar.discovery import health
 from sidecar.discovery import health_wiring
 from sidecar.discovery import inventory as inventory_mod
+from sidecar.drivers import gpu_vfio
 from sidecar.program import conductor_view
 from sidecar.program import cyborg
 from sidecar.program import glance
@@ -23,6 +24,7 @@ from sidecar.program import journal as journal_mod
 from sidecar.program import manager as program
 from sidecar.program import mdev
 from sidecar.program import programmers
+from sidecar.program import vgpu_types
 from sidecar.report import placement as placement_mod
 from sidecar.report import reconcile
 from sidecar.report import reporter as report
@@ -74,7 +76,16 @@ def build(conf, transport=None, connect=None):
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
         cyborg.AcceleratorClient(conf), holds=holds)
-    mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains)
+    # vGPU 17 types set at bind: one lock per card with programming, so no
+    # report runs while a type is written.
+    vgpu = vgpu_types.VgpuTypeSetter(
+        conf.host, conf.sidecar.sysfs_root, inventory, placement, domains,
+        journal_mod.Journal(conf.sidecar.state_path),
+        cyborg.AcceleratorClient(conf),
+        gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types),
+        lock_for=programs.lock_for, held=programs.held)
+    mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains,
+                             vgpu_types=vgpu)
     reconciler = reconcile.Reconciler(conf.host, placement,
                                       idle=programs.idle, held=holds.held)
     view = conductor_view.ConductorView(

@@ -39,6 +39,7 @@ import uuid
 
 from oslo_log import log as logging
 
+from sidecar import model
 from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
@@ -59,11 +60,13 @@ def alias(server):
 def arq_device(arq):
     """The PCI address or mdev UUID an ARQ holds, or None."""
     kind = arq.get('attach_handle_type')
-    if kind == 'MDEV':
+    info = arq.get('attach_handle_info')
+    if kind == 'MDEV' and not (isinstance(info, dict) and info.get(
+            model.VGPU_FRAMEWORK) == model.VENDOR_VFIO):
         value = arq.get('attach_handle_uuid')
         return value.lower() if isinstance(value, str) else None
-    info = arq.get('attach_handle_info')
-    if kind != 'PCI' or not isinstance(info, dict):
+    # A vGPU 17 VF's vendor-VFIO MDEV handle is the VF itself.
+    if kind not in ('PCI', 'MDEV') or not isinstance(info, dict):
         return None
     try:
         return '%04x:%02x:%02x.%x' % tuple(

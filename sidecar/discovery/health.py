@@ -190,11 +190,14 @@ def fpga_problems(region):
 
 
 def mdev_problems(sysfs_root, device):
-    """Problems of the parent functions of ``device``'s MDEV handles."""
+    """Problems of the parent functions of ``device``'s MDEV handles (a
+    vGPU 17 VF's vendor-VFIO handle has no mdev parent: gpu_vfio checks
+    it)."""
     problems = []
     parents = sorted({handle.address for dep in device.deployables
                       for handle in dep.attach_handles
-                      if handle.attach_type == 'MDEV'})
+                      if handle.attach_type == 'MDEV' and
+                      not handle.vendor_vfio})
     for address in parents:
         path = device_dir(sysfs_root, address)
         if not os.path.isdir(path):

@@ -138,12 +138,7 @@ class GpuDriver(base.DiscoveryDriver):
         self.max_instances = parse_max_instances(conf.gpu.mdev_max_instances)
         self.passthrough_drivers = tuple(conf.gpu.passthrough_drivers)
         self.vfio_offers = gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types)
-        if self.vfio_offers and not gpu_vfio.TYPE_SET_AT_BIND:
-            LOG.error('%s is set, but nothing sets a vGPU type at bind yet '
-                      '(cyborg-conductor asks the sidecar nothing for a PCI '
-                      'handle): idle VFs are not offered, only those whose '
-                      'type an operator set', gpu_vfio.OFFER_OPTION)
-            self.vfio_offers = {}
+        self.state_path = conf.sidecar.state_path
         self.problems = sources.ProblemLog(LOG)
         self._vgpus = {}  # address: the VGPU Device last reported
 
@@ -206,9 +201,12 @@ class GpuDriver(base.DiscoveryDriver):
                         vgpus[function.address] = device
             self._vgpus = vgpus
             catalog = gpu_vfio.type_catalog(functions, self.problems)
+            set_at_bind = (gpu_vfio.read_set_at_bind(self.state_path,
+                                                     self.problems)
+                           if vfio_vfs else {})
             for pf in sorted(vfio_vfs):
                 device = self._vfio_device(pf, vfio_vfs[pf],
-                                           catalog.get(pf, {}))
+                                           catalog.get(pf, {}), set_at_bind)
                 if device is not None:
                     devices.append(device)
             for pf in sorted(mdev_vfs):
@@ -238,22 +236,30 @@ class GpuDriver(base.DiscoveryDriver):
         return dataclasses.replace(
             observation, problems=observation.problems + problems)
 
-    def _vfio_device(self, pf, vfs, names):
+    def _vfio_device(self, pf, vfs, names, set_at_bind):
         """One GPU Device for the card at ``pf`` whose VFs ``vfs`` are in
         NVIDIA's vendor-specific VFIO framework (vGPU 17+): a VGPU
-        deployable per VF with a vGPU type set, its VF as a PCI attach
-        handle that Nova passes through with ``managed='no'`` (so that
-        libvirt leaves it on ``nvidia``, which holds the vGPU)."""
+        deployable per VF with a vGPU type set, or offered for one
+        (``[gpu] vfio_vgpu_types``), its VF passed through by Nova with
+        ``managed='no'`` (so that libvirt leaves it on ``nvidia``, which
+        holds the vGPU): a PCI attach handle for a type an operator set,
+        a vendor-VFIO MDEV handle (:func:`gpu_vfio.set_at_bind_handle`)
+        for an offered VF and one whose type was set at bind."""
         deployables = []
         free = []
         for vf in vfs:
             current, name = vf.vendor_vgpu.current, None
+            handle = model.AttachHandle('PCI', vf.address, managed='no')
             if not current:
                 current, name = (gpu_vfio.offer(vf, self.vfio_offers) or
                                  (None, None))
                 if current is None:
                     free.append(vf.address)
                     continue
+                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
+            elif set_at_bind.get(vf.address, (None,))[0] == str(current):
+                name = set_at_bind[vf.address][1]
+                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
             name = name or names.get(str(current))
             if name is None:
                 self.problems.warning(
@@ -267,15 +273,14 @@ class GpuDriver(base.DiscoveryDriver):
                 traits=tuple(sorted({
                     os_traits.OWNER_CYBORG, _name_trait(vf, name, current),
                     gpu_passthrough.numa_trait(vf)} - {None})),
-                attach_handles=(model.AttachHandle('PCI', vf.address,
-                                                   managed='no'),),
+                attach_handles=(handle,),
                 driver_name=vendor_name(vf.vendor_id)))
         if free:
             self.problems.info(
                 'GPU %s: VFs %s have no vGPU type (nvidia/current_vgpu_type '
-                'is 0) and are not offered; write a type id from their '
-                'nvidia/creatable_vgpu_types to offer them', pf,
-                ', '.join(free))
+                'is 0) and are not offered: write a type id from their '
+                'nvidia/creatable_vgpu_types, or name a type the card can '
+                'host in %s', pf, ', '.join(free), gpu_vfio.OFFER_OPTION)
         if not deployables:
             return None
         first = vfs[0]

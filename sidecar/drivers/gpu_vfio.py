@@ -8,14 +8,22 @@ driver reports it with a PCI attach handle that Nova passes through with
 
 An idle VF (type 0) of a card whose product ``[gpu] vfio_vgpu_types``
 names is offered for the first of those types its
-``creatable_vgpu_types`` lists; :mod:`sidecar.program.vgpu_types` writes
-the type when the VF is bound.
+``creatable_vgpu_types`` lists, with a vendor-VFIO MDEV handle
+(:func:`set_at_bind_handle`): cyborg-conductor 17 calls the sidecar's
+``create_vgpu_mdev`` when it binds an MDEV handle, and
+:mod:`sidecar.program.vgpu_types` writes the type then, and writes 0 back
+at ``remove_vgpu_mdev``. A VF keeps that handle while it holds the type it
+got at bind (:data:`SET_AT_BIND_FILE`), so that the handle of its ARQ
+stays the same in Cyborg; a VF whose type an operator set has a PCI
+handle and is never changed.
 """
 
+import json
 import os
 import re
 
 from sidecar import exception
+from sidecar import model
 from sidecar.discovery import health as health_mod
 from sidecar.sources import base as sources
 
@@ -54,7 +62,7 @@ def problems(sysfs_root, device):
     found = []
     for dep in device.deployables:
         for handle in dep.attach_handles:
-            if handle.attach_type != 'PCI' or handle.managed != 'no':
+            if handle.managed != 'no':
                 continue
             path = health_mod.device_dir(sysfs_root, handle.address)
             if not os.path.isdir(path):
@@ -70,6 +78,8 @@ def problems(sysfs_root, device):
                 continue
             current = sources.read_file(os.path.join(
                 path, 'nvidia', 'current_vgpu_type'))
+            if handle.vendor_vfio and current == '0':
+                continue  # idle, offered: its type is set at bind
             if current in (None, '', '0'):
                 found.append('vGPU %s lost its vGPU type '
                              '(nvidia/current_vgpu_type is %s)'
@@ -79,15 +89,13 @@ def problems(sysfs_root, device):
 
 
 OFFER_OPTION = '[gpu] vfio_vgpu_types'
-#: Whether a component sets an offered VF's type when its ARQ is bound
-#: (sidecar.program.vgpu_types.VgpuTypeSetter has no caller yet: Cyborg
-#: 17 calls the agent side at bind only to program an FPGA or create an
-#: mdev). Until then idle VFs are never offered: a server would get a VF
-#: without a vGPU. Its tests set it.
-TYPE_SET_AT_BIND = False
+#: Under ``[sidecar] state_path``: ``{VF address: {"type": id, "name":
+#: name}}`` of the types the sidecar set at bind and has not removed
+#: (written by sidecar.program.vgpu_types, read at each discovery).
+SET_AT_BIND_FILE = 'vgpu_types_set.json'
 _PRODUCT = re.compile(r'^(?:0x)?[0-9a-fA-F]{1,4}$')
 #: A vGPU type name as sidecar.sources.base accepts it from sysfs.
-_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}$')
+TYPE_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 ._()+/-]{0,63}$')
 
 
 def parse_offers(items):
@@ -98,7 +106,7 @@ def parse_offers(items):
         product, sep, name = item.partition(':')
         product, name = product.strip(), name.strip()
         if (not sep or not _PRODUCT.match(product) or
-                not _NAME.match(name)):
+                not TYPE_NAME.match(name)):
             raise exception.InvalidArgument(
                 name=OFFER_OPTION,
                 reason='%r is not <product_id>:<vGPU type name>, for '
@@ -141,3 +149,44 @@ def read_state(sysfs_root, address):
             address=address, reason='its nvidia/ files cannot be trusted: '
                                     '%s' % exc)
     return driver, state.current, dict(state.creatable)
+
+
+def set_at_bind_handle(address, name):
+    """The attach handle of VF ``address`` offered for, or given at bind,
+    vGPU type ``name``: an MDEV handle (cyborg-conductor calls the
+    sidecar at its bind and unbind) whose attach_info says it is the VF,
+    passed through with ``managed='no'`` (:attr:`model.AttachHandle.
+    vendor_vfio`)."""
+    return model.AttachHandle('MDEV', address, mdev_type=name, managed='no')
+
+
+def read_set_at_bind(state_path, problems=None):
+    """``{VF address: (type id, name)}`` of :data:`SET_AT_BIND_FILE` under
+    ``state_path``; empty when there is none. Malformed entries are
+    skipped (with a warning to ``problems``): such a VF is then handled
+    as one an operator typed, whose type is never removed."""
+    try:
+        with open(os.path.join(state_path, SET_AT_BIND_FILE)) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        data = exc
+    if not isinstance(data, dict):
+        if problems is not None:
+            problems.warning('Cannot read %s under %s (%s): the vGPU types '
+                             'set at bind are taken as set by an operator',
+                             SET_AT_BIND_FILE, state_path, data)
+        return {}
+    found = {}
+    for address, entry in data.items():
+        type_id = entry.get('type') if isinstance(entry, dict) else None
+        name = entry.get('name') if isinstance(entry, dict) else None
+        if (isinstance(type_id, str) and re.fullmatch(r'[1-9][0-9]{0,8}',
+                                                      type_id) and
+                isinstance(name, str) and TYPE_NAME.fullmatch(name)):
+            found[address] = (type_id, name)
+        elif problems is not None:
+            problems.warning('%s: entry %r is malformed; ignored',
+                             SET_AT_BIND_FILE, address)
+    return found

@@ -120,6 +120,10 @@ class ProgramManager:
         with self._locks_guard:
             return self._locks.setdefault(address, threading.Lock())
 
+    #: The lock of the card at an address, for other jobs on cards (a
+    #: vGPU 17 type set at bind): :meth:`busy` sees them too.
+    lock_for = _lock
+
     def busy(self):
         """True while any device is being programmed: a report then
         would make cyborg-conductor rewrite that device's inventory

@@ -5,8 +5,12 @@ writing a type id from ``<VF>/nvidia/creatable_vgpu_types`` into
 ``<VF>/nvidia/current_vgpu_type`` (NVIDIA vgpu-device-manager
 ``pkg/vgpu/vfio/sysfs.go``). The ``gpu`` driver offers an idle VF (type
 0) for the first type of ``[gpu] vfio_vgpu_types`` it can host
-(:func:`sidecar.drivers.gpu_vfio.offer`), with that type's trait; this
-module writes the type when the VF is bound.
+(:func:`sidecar.drivers.gpu_vfio.offer`), with that type's trait and a
+vendor-VFIO MDEV attach handle, so that cyborg-conductor 17 calls the
+sidecar's ``create_vgpu_mdev`` when it binds an ARQ to the VF and
+``remove_vgpu_mdev`` when it unbinds it; :mod:`sidecar.program.mdev`
+hands those to :meth:`VgpuTypeSetter.bind` and
+:meth:`VgpuTypeSetter.unbind`, which write the type, and 0 back.
 
 The rules are the FPGA programming rules of
 :mod:`sidecar.program.manager`:
@@ -18,6 +22,9 @@ The rules are the FPGA programming rules of
   when the card no longer lists its type;
 * a VF that holds a type never gets another one (only type 0 is
   written over): a type is never changed under a server;
+* the card lists the type now, and it is one ``[gpu] vfio_vgpu_types``
+  names for the card's product (a VF that holds the asked type already
+  is bound as it is);
 * never while a domain holds the VF, and never against a consumer that
   holds an allocation on the VF's provider and wants another type it
   holds, or whose wish is unknown
@@ -27,7 +34,13 @@ The rules are the FPGA programming rules of
   (:func:`sidecar.privileged.set_vgpu_type`, which checks the type is
   creatable again), is read back, and the job is journaled
   (``vgpu_types.json`` beside the programming journal) while it runs, so
-  a sidecar killed mid-write logs what the VF holds when it comes back.
+  a sidecar killed mid-write logs what the VF holds when it comes back;
+* a type set at bind is recorded (:data:`gpu_vfio.SET_AT_BIND_FILE`)
+  before it is written, so that the VF keeps its MDEV handle (the one of
+  its ARQ in Cyborg) while it holds it; only such a type is written back
+  to 0, at unbind, and only when no domain holds the VF and no consumer
+  but the unbound one holds an allocation on it. Otherwise the type is
+  kept (and the VF offered again as it is): never removed under a server.
 """
 
 import os
@@ -36,6 +49,7 @@ import time
 import types
 
 from oslo_log import log as logging
+from oslo_utils import uuidutils
 
 from sidecar import exception
 from sidecar import model
@@ -50,6 +64,8 @@ from sidecar.report import reporter as report
 LOG = logging.getLogger(__name__)
 
 JOURNAL_FILE = 'vgpu_types.json'
+#: A vGPU type name as the gpu driver reports it.
+_NAME = gpu_vfio.TYPE_NAME
 
 
 def type_trait(vendor_id, product_id, name):
@@ -58,12 +74,20 @@ def type_trait(vendor_id, product_id, name):
         vendor_id=vendor_id, product_id=product_id), name, '')
 
 
+def _check_address(address):
+    try:
+        model.parse_bdf(address)
+    except (TypeError, ValueError):
+        raise exception.InvalidArgument(name='VF address',
+                                        reason='not a PCI address')
+
+
 class VgpuTypeSetter:
     """Serve "give VF ``address`` its vGPU type" for this host's cards."""
 
     def __init__(self, host, sysfs_root, inventory, placement, domains,
                  journal, cyborg, offers, lock_for=None, clock=time.time,
-                 write=None):
+                 write=None, clear=None, held=None):
         self._host = host
         self._root = sysfs_root
         self._inventory = inventory
@@ -71,9 +95,14 @@ class VgpuTypeSetter:
         self._domains = domains
         self._jobs = journal_mod.JsonStore(
             os.path.join(journal.path, JOURNAL_FILE))
+        #: VF address -> the type set at bind (read by the gpu driver).
+        self._given = journal_mod.JsonStore(
+            os.path.join(journal.path, gpu_vfio.SET_AT_BIND_FILE))
         self._offers = offers
         self._clock = clock
         self._write = write or privileged.set_vgpu_type
+        self._clear = clear or privileged.clear_vgpu_type
+        self._held = held or (lambda address: False)
         self._lock_for = lock_for or self._own_lock
         self._locks = {}
         self._guard = threading.Lock()
@@ -88,25 +117,45 @@ class VgpuTypeSetter:
         for device in self._inventory.devices():
             for dep in device.deployables:
                 if dep.name == address and device.type == 'GPU' and any(
-                        h.attach_type == 'PCI' and h.managed == 'no'
-                        for h in dep.attach_handles):
+                        h.managed == 'no' for h in dep.attach_handles):
                     return device, dep
         raise exception.UnknownDevice(kind='vGPU 17 VF', address=address)
 
-    def set_type(self, address, name=None):
+    def serves(self, address):
+        """Whether ``address`` is a VF this setter gives its type at bind
+        (reported with a vendor-VFIO handle) or gave one."""
+        if self._given.get(address) is not None:
+            return True
+        return any(dep.name == address and h.vendor_vfio
+                   for device in self._inventory.devices()
+                   for dep in device.deployables for h in dep.attach_handles)
+
+    # -- bind -------------------------------------------------------------
+
+    def bind(self, address, name, handle_uuid):
+        """``create_vgpu_mdev`` of a vendor-VFIO handle: give VF
+        ``address`` the type ``name`` it was offered for (or bound as it
+        is when it holds it already). Raises as :meth:`set_type`."""
+        _check_address(address)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise exception.InvalidArgument(name='asked_type',
+                                            reason='not a vGPU type name')
+        if not uuidutils.is_uuid_like(handle_uuid):
+            raise exception.InvalidArgument(name='ah_uuid',
+                                            reason='not a UUID')
+        return self.set_type(address, name, handle=str(handle_uuid).lower())
+
+    def set_type(self, address, name=None, handle=None):
         """Give the VF ``address`` the vGPU type ``name`` (None: the type
         it is offered for); return the type id it holds.
 
         :raises: InvalidArgument (bad address; the card cannot host the
-            type now), UnknownDevice, DeviceBusy (a domain, an allocation
-            or another type holds it), ProgrammingFailed (the driver
-            refused the write or reads back another type).
+            type now, or the option does not name it), UnknownDevice,
+            DeviceBusy (a domain, an allocation or another type holds it,
+            the card is held), ProgrammingFailed (the driver refused the
+            write or reads back another type).
         """
-        try:
-            model.parse_bdf(address)
-        except ValueError:
-            raise exception.InvalidArgument(name='VF address',
-                                            reason='not a PCI address')
+        _check_address(address)
         card = self._vf(address)[0].address
         with self._lock_for(card):
             device, dep = self._vf(address)
@@ -117,8 +166,8 @@ class VgpuTypeSetter:
                     address=address, reason='it is not a VF on nvidia (%s)'
                     % (driver or 'no driver'))
             by_name = {n: i for i, n in creatable.items()}
+            offered = self._offers.get(device.model, ())
             if name is None:
-                offered = self._offers.get(device.model, ())
                 name = next((n for n in offered if n in by_name), None)
                 if name is None and current:
                     return str(current)
@@ -130,50 +179,71 @@ class VgpuTypeSetter:
                 raise exception.DeviceBusy(
                     address=address, reason='it holds vGPU type %s, which '
                     'is never changed here' % current)
-            if name is None:
+            if name is None or name not in offered:
                 raise exception.InvalidArgument(
-                    name='vGPU type', reason='GPU %s lists none of the types '
-                    '%s offers on %s now' % (card, gpu_vfio.OFFER_OPTION,
-                                             address))
+                    name='vGPU type', reason='%s names %s for GPU %s' % (
+                        gpu_vfio.OFFER_OPTION,
+                        ', '.join(repr(n) for n in offered) or 'no type',
+                        card) + ('' if name is None else
+                                 ', not %r' % (name,)))
             if name not in by_name:
                 raise exception.InvalidArgument(
                     name='vGPU type', reason='GPU %s cannot host %r on %s '
                     'now (nvidia/creatable_vgpu_types lists %s)' % (
                         card, name, address,
                         ', '.join(sorted(by_name)) or 'nothing'))
-            self._check_free(device, dep, name)
-            self._set(card, address, by_name[name], name)
+            if self._held(card):
+                raise exception.DeviceBusy(
+                    address=address, reason='GPU %s is held (device list '
+                    'says why)' % card)
+            self._check_free(device, dep, name,
+                             set(by_name) | set(offered))
+            self._set(card, address, by_name[name], name, handle)
         self._inventory.refresh_device(card)
         return by_name[name]
 
-    def _check_free(self, device, dep, name):
+    def _check_free(self, device, dep, name, names):
         users = self._domains.devices_in_use()
         if dep.name in users:
             raise exception.DeviceBusy(
                 address=dep.name, reason='used by domain %s' % users[dep.name])
+        rp = self._provider(dep)
+        # What a consumer wants of the VF: the type trait of this card's
+        # product its profile requires (a NUMA trait beside it is no wish).
+        # A VF hosts one vGPU: a consumer holding an allocation on it and
+        # wanting any other type the card lists or the option names
+        # refuses the write.
+        prefix = gpu.gpu_trait(types.SimpleNamespace(
+            vendor_id=device.vendor, product_id=device.model)) + '_'
+        checker = promises.PromiseChecker(self._placement, self._cyborg,
+                                          None, trait_prefix=prefix)
+        checker.check(dep.name, {rp: dep.driver_name},
+                      type_trait(device.vendor, device.model, name),
+                      {type_trait(device.vendor, device.model, n)
+                       for n in names})
+
+    def _provider(self, dep):
         provider_name = report.deployable_name(self._host, dep)
         try:
             rp = self._placement.find_provider(provider_name)
         except exception.PlacementError as exc:
             raise exception.DeviceBusy(
                 address=dep.name, reason='its provider cannot be read, so '
-                'no type is set blind: %s' % exc)
+                'no type is set or removed blind: %s' % exc)
         if rp is None:
             raise exception.PlacementError(
                 reason='no resource provider %s yet' % provider_name)
-        # What a consumer wants of the VF: the type trait of this card's
-        # product its profile requires (a NUMA trait beside it is no wish).
-        prefix = gpu.gpu_trait(types.SimpleNamespace(
-            vendor_id=device.vendor, product_id=device.model)) + '_'
-        checker = promises.PromiseChecker(self._placement, self._cyborg,
-                                          None, trait_prefix=prefix)
-        checker.check(dep.name, {rp: dep.driver_name},
-                      type_trait(device.vendor, device.model, name), set())
+        return rp
 
-    def _set(self, card, address, type_id, name):
+    def _set(self, card, address, type_id, name, handle):
         job = {'card': card, 'type': type_id, 'name': name,
                'started': self._clock()}
         self._jobs.put(address, job)
+        if handle is not None:
+            # Before the write: a sidecar killed after it still reports
+            # the VF with the handle its ARQ holds.
+            self._given.put(address, {'card': card, 'type': type_id,
+                                      'name': name, 'handle': handle})
         try:
             LOG.info('Setting vGPU type %(id)s (%(name)s) on VF %(vf)s',
                      {'id': type_id, 'name': name, 'vf': address})
@@ -190,8 +260,84 @@ class VgpuTypeSetter:
                     '%s after writing %s' % (current, type_id))
             LOG.info('VF %(vf)s now holds vGPU type %(name)s',
                      {'vf': address, 'name': name})
+        except Exception:
+            if handle is not None:
+                self._given.pop(address)
+            raise
         finally:
             self._jobs.pop(address)
+
+    # -- unbind -----------------------------------------------------------
+
+    def unbind(self, address, name, handle_uuid):
+        """``remove_vgpu_mdev`` of a vendor-VFIO handle: write 0 back on
+        VF ``address`` when it holds the type ``name`` it got at bind, no
+        domain holds it and no consumer but the unbound ARQ's holds an
+        allocation on it. Any other case keeps the type and returns (the
+        ARQ is freed either way; the VF is offered again as it is)."""
+        _check_address(address)
+        if not uuidutils.is_uuid_like(handle_uuid):
+            raise exception.InvalidArgument(name='ah_uuid',
+                                            reason='not a UUID')
+        given = self._given.get(address)
+        if not isinstance(given, dict) or given.get('name') != name:
+            LOG.info('VF %(vf)s: no vGPU type %(name)r was set here at '
+                     'bind; it is left as it is',
+                     {'vf': address, 'name': name})
+            return False
+        card = given.get('card') or address
+        with self._lock_for(card):
+            current = gpu_vfio.read_state(self._root, address)[1]
+            if str(current) != given.get('type'):
+                LOG.info('VF %(vf)s holds vGPU type %(now)s, not the one '
+                         'set at bind; left as it is',
+                         {'vf': address, 'now': current})
+                self._given.pop(address)
+                return False
+            why = self._kept_because(address, str(handle_uuid).lower())
+            if why:
+                LOG.warning('VF %(vf)s keeps vGPU type %(name)s: %(why)s; '
+                            'it is offered again with it',
+                            {'vf': address, 'name': name, 'why': why})
+                return False
+            LOG.info('Removing vGPU type %(id)s (%(name)s) from VF %(vf)s',
+                     {'id': given['type'], 'name': name, 'vf': address})
+            try:
+                self._clear(self._root, address, given['type'])
+            except OSError as exc:
+                raise exception.ProgrammingFailed(
+                    address=address, reason='the driver refused type 0: %s'
+                    % (exc.strerror or exc))
+            current = gpu_vfio.read_state(self._root, address)[1]
+            if current != 0:
+                raise exception.ProgrammingFailed(
+                    address=address, reason='nvidia/current_vgpu_type reads '
+                    '%s after writing 0' % current)
+            self._given.pop(address)
+        self._inventory.refresh_device(card)
+        return True
+
+    def _kept_because(self, address, handle_uuid):
+        """Why the type of VF ``address`` must stay, or None."""
+        users = self._domains.devices_in_use()
+        if address in users:
+            return 'domain %s holds it' % users[address]
+        try:
+            dep = self._vf(address)[1]
+            rp = self._provider(dep)
+            consumers = set(self._placement.allocations(rp))
+            arqs = self._cyborg.all_arqs()
+        except exception.SidecarError as exc:
+            return 'who holds it cannot be read (%s)' % exc
+        unbound = {arq.get('instance_uuid') for arq in arqs
+                   if isinstance(arq, dict) and
+                   str(arq.get('attach_handle_uuid')).lower() == handle_uuid}
+        others = sorted(consumers - unbound)
+        if others:
+            return 'consumer %s holds an allocation on it' % others[0]
+        return None
+
+    # -- housekeeping -----------------------------------------------------
 
     def jobs(self):
         """``[(VF address, job)]`` started and not finished."""

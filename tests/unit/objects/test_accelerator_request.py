@@ -44,6 +44,17 @@ def mdev_arq(**info):
     return arq
 
 
+def vfio_arq(**info):
+    """A vGPU 17 VF whose type the sidecar sets at bind."""
+    ahi = {'asked_type': 'NVIDIA H100-4C', 'vgpu_mark': 'NVIDIA H100-4C_0',
+           'managed': 'no', 'vgpu_framework': 'vendor-vfio', 'bus': '81',
+           'function': '3'}
+    ahi.update(info)
+    arq = pci_arq(**ahi)
+    arq.update(attach_handle_type='MDEV', attach_handle_uuid=HANDLE_UUID)
+    return arq
+
+
 def with_info(arq, key, value):
     arq = copy.deepcopy(arq)
     if value is _MISSING:
@@ -142,6 +153,28 @@ HOSTILE = [
      with_info(mdev_arq(), 'asked_type', _MISSING)),
     ('mdev_parent_bad', 'function',
      with_info(mdev_arq(), 'function', '9')),
+    ('vfio_on_pci', 'vgpu_framework',
+     with_field(vfio_arq(), 'attach_handle_type', 'PCI')),
+    ('vfio_framework_other', 'vgpu_framework',
+     with_info(vfio_arq(), 'vgpu_framework', 'mdev')),
+    ('vfio_framework_markup', 'vgpu_framework',
+     with_info(vfio_arq(), 'vgpu_framework', "vendor-vfio'/><x")),
+    ('vfio_managed_yes', 'managed', with_info(vfio_arq(), 'managed', 'yes')),
+    ('vfio_managed_missing', 'managed',
+     with_info(vfio_arq(), 'managed', _MISSING)),
+    ('vfio_type_markup', 'asked_type',
+     with_info(vfio_arq(), 'asked_type', 'H100<x>')),
+    ('vfio_type_newline', 'asked_type',
+     with_info(vfio_arq(), 'asked_type', 'NVIDIA H100-4C\n')),
+    ('vfio_type_dotdot', 'asked_type',
+     with_info(vfio_arq(), 'asked_type', 'a/../b')),
+    ('vfio_type_missing', 'asked_type',
+     with_info(vfio_arq(), 'asked_type', _MISSING)),
+    ('vfio_physnet', 'physical_network',
+     with_info(vfio_arq(), 'physical_network', 'physnet1')),
+    ('vfio_uuid_missing', 'attach_handle_uuid',
+     with_field(vfio_arq(), 'attach_handle_uuid', None)),
+    ('vfio_bus_xml', 'bus', with_info(vfio_arq(), 'bus', '81"/><x')),
     ('rp_uuid_bad', 'device_rp_uuid',
      with_field(pci_arq(), 'device_rp_uuid', 'x' * 36)),
     ('instance_uuid_bad', 'instance_uuid',
@@ -206,6 +239,16 @@ class FromCyborgTestCase(testtools.TestCase):
             arq = arq_obj.AcceleratorRequest.from_cyborg(pci_arq(
                 managed=mode))
             self.assertEqual(mode, arq.attach_handle.managed)
+
+    def test_vendor_vfio_vgpu_is_an_unmanaged_pci_function(self):
+        # Cyborg holds it as MDEV (so that it asks the sidecar to set the
+        # type at bind); to the guest it is the VF itself.
+        handle = arq_obj.AcceleratorRequest.from_cyborg(
+            vfio_arq()).attach_handle
+        self.assertEqual(('PCI', 'no', '0000:81:00.3', HANDLE_UUID, None),
+                         (handle.attach_type, handle.managed,
+                          handle.address.bdf, handle.uuid,
+                          handle.mdev_type))
 
     def test_managed_dropped_for_1_0(self):
         handle = arq_obj.AcceleratorRequest.from_cyborg(pci_arq(

@@ -42,9 +42,8 @@ class _Base(simhost.SimHostTestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(test_privileged.InProcess())
-        # The setter under test is the caller the product lacks yet.
-        self.useFixture(fixtures.MockPatchObject(
-            gpu_vfio, 'TYPE_SET_AT_BIND', True))
+        self.state = self.useFixture(fixtures.TempDir()).path
+        self.config.config(state_path=self.state, group='sidecar')
         self.sim = nvidia.NvidiaHost()
         self.card = self.sim.add_vfio_vgpu_card(num_vfs=4,
                                                 types={0: H100_4C})
@@ -69,7 +68,6 @@ class _Base(simhost.SimHostTestCase):
         self.domains = fakes.FakeDomains()
         self.useFixture(fixtures.MockPatch(
             'sidecar.program.promises.SETTLE_SECONDS', 0))
-        self.state = self.useFixture(fixtures.TempDir()).path
         self.setter = vgpu_types.VgpuTypeSetter(
             'compute1', self.root, self.inventory, self.placement,
             self.domains, journal.Journal(self.state), self.cyborg,
@@ -109,14 +107,20 @@ class OfferTest(_Base):
             tuple(t for t in d.traits if t.startswith('CUSTOM_'))
             for d in device.deployables})
 
-    def test_not_offered_while_nothing_sets_the_type_at_bind(self):
-        self.useFixture(fixtures.MockPatchObject(
-            gpu_vfio, 'TYPE_SET_AT_BIND', False))
-        driver = gpu.GpuDriver(self.conf, sysfs.SysfsSource(self.root))
-        (device,) = driver.discover()
-        self.assertEqual([self.vfs[0]], [d.name for d in device.deployables])
-        self.assertIn('nothing sets a vGPU type at bind yet',
-                      self.log.output)
+    def test_idle_vfs_have_a_vendor_vfio_handle(self):
+        (device,) = self.inventory.devices()
+        handles = {d.name: d.attach_handles[0] for d in device.deployables}
+        # VF 0's type was set by the operator: a PCI handle; the offered
+        # ones an MDEV handle cyborg-conductor calls the sidecar for.
+        self.assertEqual(('PCI', 'no', False), (
+            handles[self.vfs[0]].attach_type, handles[self.vfs[0]].managed,
+            handles[self.vfs[0]].vendor_vfio))
+        self.assertEqual({
+            'domain': '0000', 'bus': '81', 'device': '00', 'function': '2',
+            'asked_type': H100_4C, 'vgpu_mark': H100_4C + '_0',
+            'managed': 'no', 'vgpu_framework': 'vendor-vfio'},
+            handles[self.vfs[1]].attach_info())
+        self.assertNotIn('ERROR', self.log.output)
 
     def test_bad_option_item(self):
         for item in ('H100-4C', '2331', 'zz:NVIDIA H100-4C', '2331:'):
