@@ -1,11 +1,5 @@
 """create_vgpu_mdev and remove_vgpu_mdev: mediated devices on reported
-GPUs, for the handles this host reported, written through privsep.
-
-cyborg-conductor 17 makes these calls for every MDEV attach handle it
-binds and unbinds. Those of a vGPU 17 VF's vendor-VFIO handle
-(:attr:`sidecar.model.AttachHandle.vendor_vfio`) create no mdev: they
-set the VF's vGPU type and write it back to 0
-(:class:`sidecar.program.vgpu_types.VgpuTypeSetter`)."""
+GPUs, for the handles this host reported, written through privsep."""
 
 import os
 
@@ -21,16 +15,10 @@ LOG = logging.getLogger(__name__)
 
 class MdevManager:
 
-    def __init__(self, sysfs_root, inventory, domains, vgpu_types=None):
+    def __init__(self, sysfs_root, inventory, domains):
         self._root = sysfs_root
         self._inventory = inventory
         self._domains = domains
-        #: A VgpuTypeSetter, or None (no vGPU 17 VF is offered idle).
-        self._vgpu_types = vgpu_types
-
-    def _vendor_vfio(self, pci_addr):
-        return (self._vgpu_types is not None and isinstance(pci_addr, str)
-                and self._vgpu_types.serves(pci_addr))
 
     def _validate(self, pci_addr, asked_type, ah_uuid):
         try:
@@ -42,11 +30,7 @@ class MdevManager:
             raise exception.InvalidArgument(name='ah_uuid',
                                             reason='not a UUID')
         ah_uuid = str(ah_uuid).lower()
-        device = self._inventory.device(pci_addr)
-        types = set()
-        if device is not None:
-            types = {h.mdev_type for dep in device.deployables
-                     for h in dep.attach_handles if h.attach_type == 'MDEV'}
+        types = self._types_at(pci_addr)
         if not types:
             raise exception.UnknownDevice(kind='mdev-capable',
                                           address=pci_addr)
@@ -57,14 +41,22 @@ class MdevManager:
                     asked_type, pci_addr))
         return ah_uuid
 
+    def _types_at(self, pci_addr):
+        """The mdev types of the MDEV attach handles this host reported at
+        ``pci_addr``: a GPU's own function, or one VF of an SR-IOV GPU
+        (vGPU 16 and earlier), whose device is its PF."""
+        device = self._inventory.device(pci_addr)
+        devices = [device] if device is not None else \
+            self._inventory.devices()
+        return {h.mdev_type for d in devices for dep in d.deployables
+                for h in dep.attach_handles
+                if h.attach_type == 'MDEV' and h.address == pci_addr}
+
     def _exists(self, ah_uuid):
         return os.path.exists(
             os.path.join(self._root, 'bus', 'mdev', 'devices', ah_uuid))
 
     def create(self, pci_addr, asked_type, ah_uuid):
-        if self._vendor_vfio(pci_addr):
-            self._vgpu_types.bind(pci_addr, asked_type, ah_uuid)
-            return
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
         if self._exists(ah_uuid):
             LOG.info('mdev %s exists already', ah_uuid)
@@ -74,9 +66,6 @@ class MdevManager:
         privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
 
     def remove(self, pci_addr, asked_type, ah_uuid):
-        if self._vendor_vfio(pci_addr):
-            self._vgpu_types.unbind(pci_addr, asked_type, ah_uuid)
-            return
         if not uuidutils.is_uuid_like(ah_uuid):
             raise exception.InvalidArgument(name='ah_uuid',
                                             reason='not a UUID')

@@ -12,14 +12,23 @@ GPU = '0000:3b:00.0'
 UUID = 'b5b1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d11'
 
 
+#: An SR-IOV GPU (vGPU 16 and earlier): its VFs are the mdev parents.
+A100, A100_VF = '0000:82:00.0', '0000:82:00.1'
+
+
 class FakeInventory:
-    def device(self, address):
-        if address != GPU:
-            return None
+    def devices(self):
         handles = tuple(model.AttachHandle('MDEV', GPU, 'nvidia-35', i)
                         for i in range(2))
         dep = model.Deployable(GPU, 'VGPU', 2, attach_handles=handles)
-        return model.Device('GPU', '10de', '1eb8', GPU, (dep,))
+        vf_handles = (model.AttachHandle('MDEV', A100_VF, 'nvidia-474'),)
+        a100 = model.Deployable(A100, 'VGPU', 1, attach_handles=vf_handles)
+        return [model.Device('GPU', '10de', '1eb8', GPU, (dep,)),
+                model.Device('GPU', '10de', '20f1', A100, (a100,))]
+
+    def device(self, address):
+        return next((d for d in self.devices() if d.address == address),
+                    None)
 
 
 class FakeDomains:
@@ -49,6 +58,17 @@ class MdevManagerTest(testtools.TestCase):
         self.manager.create(GPU, 'nvidia-35', UUID.upper())
         self.assertEqual([('create', self.root, GPU, 'nvidia-35', UUID)],
                          self.calls)
+
+    def test_create_on_a_vf_of_an_sriov_gpu(self):
+        # cyborg-conductor asks for the handle's address: the VF.
+        self.manager.create(A100_VF, 'nvidia-474', UUID)
+        self.assertEqual([('create', self.root, A100_VF, 'nvidia-474',
+                           UUID)], self.calls)
+        # Not on its PF, which hosts none, nor in a type the VF lacks.
+        for args in ((A100, 'nvidia-474', UUID),
+                     (A100_VF, 'nvidia-35', UUID)):
+            self.assertRaises(exception.SidecarError, self.manager.create,
+                              *args)
 
     def test_create_existing_is_a_no_op(self):
         os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
