@@ -1,5 +1,11 @@
 """create_vgpu_mdev and remove_vgpu_mdev: mediated devices on reported
-GPUs, for the handles this host reported, written through privsep."""
+GPUs, for the handles this host reported, written through privsep.
+
+cyborg-conductor 17 makes these calls for every MDEV attach handle it
+binds and unbinds. Those of a vGPU 17 VF's vendor-VFIO handle
+(:attr:`sidecar.model.AttachHandle.vendor_vfio`) create no mdev: they
+set the VF's vGPU type and write it back to 0
+(:class:`sidecar.program.vgpu_types.VgpuTypeSetter`)."""
 
 import os
 
@@ -15,10 +21,16 @@ LOG = logging.getLogger(__name__)
 
 class MdevManager:
 
-    def __init__(self, sysfs_root, inventory, domains):
+    def __init__(self, sysfs_root, inventory, domains, vgpu_types=None):
         self._root = sysfs_root
         self._inventory = inventory
         self._domains = domains
+        #: A VgpuTypeSetter, or None (no vGPU 17 VF is offered idle).
+        self._vgpu_types = vgpu_types
+
+    def _vendor_vfio(self, pci_addr):
+        return (self._vgpu_types is not None and isinstance(pci_addr, str)
+                and self._vgpu_types.serves(pci_addr))
 
     def _validate(self, pci_addr, asked_type, ah_uuid):
         try:
@@ -57,6 +69,9 @@ class MdevManager:
             os.path.join(self._root, 'bus', 'mdev', 'devices', ah_uuid))
 
     def create(self, pci_addr, asked_type, ah_uuid):
+        if self._vendor_vfio(pci_addr):
+            self._vgpu_types.bind(pci_addr, asked_type, ah_uuid)
+            return
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
         if self._exists(ah_uuid):
             LOG.info('mdev %s exists already', ah_uuid)
@@ -66,6 +81,9 @@ class MdevManager:
         privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
 
     def remove(self, pci_addr, asked_type, ah_uuid):
+        if self._vendor_vfio(pci_addr):
+            self._vgpu_types.unbind(pci_addr, asked_type, ah_uuid)
+            return
         if not uuidutils.is_uuid_like(ah_uuid):
             raise exception.InvalidArgument(name='ah_uuid',
                                             reason='not a UUID')
