@@ -1,10 +1,14 @@
 """``python -m localcloud``: the local cloud's commands.
 
     up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N]
+       [--unpatched-computes N]
         Start the cloud, boot a server with an accelerator and show it
         (unless --no-demo); print the start time and total memory. Without
         --keep the cloud is torn down at the end. --vfs is per host: its
         FPGAs have N VFs in all, N // --pfs on each PF.
+        --unpatched-computes adds N hosts (compute-old, compute-old2, ...)
+        whose nova-compute is pristine Nova, the series reverted in a copy
+        (:mod:`localcloud.pristine`): a mixed cloud.
     down      Stop every process of the cloud; fail if one is left.
     status    Which services run, their memory, where the files are.
     host stop|start|restart HOST
@@ -67,7 +71,8 @@ def _out(text=''):
 
 def cmd_up(args):
     layout = layout_mod.Layout(root=args.dir, computes=args.computes,
-                               pfs=args.pfs, vfs=args.vfs)
+                               pfs=args.pfs, vfs=args.vfs,
+                               unpatched=args.unpatched_computes)
     if os.path.isdir(layout.root) and not procs.running(layout):
         shutil.rmtree(layout.root)
     _out('Starting the local cloud under %s (logs in %s)' % (
@@ -225,6 +230,9 @@ def main(argv=None):
     up.add_argument('--vfs', type=int, default=4,
                     help='FPGA VFs (attach handles) per host, split '
                     'evenly among its --pfs PFs (default %(default)s)')
+    up.add_argument('--unpatched-computes', type=int, default=0,
+                    help='more hosts whose nova-compute runs unpatched '
+                    'Nova (compute-old, ...; default %(default)s)')
     up.set_defaults(func=cmd_up)
     sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
     sub.add_parser('status', help='show what runs').set_defaults(
@@ -232,7 +240,7 @@ def main(argv=None):
     host = sub.add_parser('host', help='stop, start or restart one '
                           'compute host')
     host.add_argument('action', choices=('stop', 'start', 'restart'))
-    host.add_argument('host', help='compute1, compute2, ...')
+    host.add_argument('host', help='compute1, compute2, ..., compute-old')
     host.set_defaults(func=cmd_host)
     service = sub.add_parser('service', help='stop, start or restart one '
                              'service; list them')

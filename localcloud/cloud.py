@@ -30,6 +30,7 @@ from localcloud import configs
 from localcloud import hosts
 from localcloud import identity
 from localcloud import layout as layout_mod
+from localcloud import pristine
 from localcloud import procs
 from localcloud import schemas
 from localcloud import sql
@@ -257,6 +258,23 @@ def _check_nova_patched(layout):
             procs.log_path(layout, 'cloud'))
 
 
+def _prepare_pristine(layout):
+    try:
+        pristine.prepare(layout)
+    except pristine.NotPristine as exc:
+        raise procs.ServiceError('pristine', str(exc),
+                                 procs.log_path(layout, 'cloud'))
+
+
+def _check_pristine_traits(layout, conn):
+    try:
+        pristine.check_traits(layout, conn)
+    except pristine.NotPristine as exc:
+        host = layout.unpatched_hosts[0]
+        raise procs.ServiceError(host, str(exc), procs.log_path(layout,
+                                                                host))
+
+
 def up(layout, out=print):
     """Start every service; returns (seconds, bytes of RSS)."""
     progress = Progress(out)
@@ -268,6 +286,14 @@ def up(layout, out=print):
     for d in ('logs', 'pids', 'etc', 'hosts', 'domains'):
         os.makedirs(layout.path(d), exist_ok=True)
     layout.save()
+    if layout.unpatched_hosts:
+        # Before anything starts: a copy that is not pristine fails fast.
+        progress.started('pristine')
+        _prepare_pristine(layout)
+        progress.ready('pristine')
+        progress('pristine   %s: unpatched Nova for %s, checked against '
+                 'its wheel\'s RECORD' % (pristine.directory(layout),
+                                          ', '.join(layout.unpatched_hosts)))
     progress.started('rabbitmq', 'mariadb')
     rabbit = start_rabbit(layout)
     sql.start(layout)
@@ -312,6 +338,8 @@ def up(layout, out=print):
     # New devices wait for an operator (admitted disabled): enable them.
     enabled = admission.enable_new(layout, started, out=progress)
     hosts.wait(layout, conn, started)
+    if layout.unpatched_hosts:
+        _check_pristine_traits(layout, conn)
     progress.ready(*layout.hosts)
     progress('admission  %d new device(s) enabled with %s' % (
         enabled, admission.CLI))

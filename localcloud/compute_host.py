@@ -60,6 +60,7 @@ from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
 
 from localcloud import layout as layout_mod  # noqa: E402
 from localcloud import migration  # noqa: E402
+from localcloud import pristine  # noqa: E402
 from localcloud import remotefs  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
@@ -365,7 +366,12 @@ def main():
     parser.add_argument('--cloud-dir', required=True,
                         help='the cloud\'s state directory (its layout: '
                              'the other hosts\' addresses and disks)')
+    parser.add_argument('--pristine-nova',
+                        help='an unpatched host: check that Nova comes '
+                             'from this copy (localcloud.pristine)')
     args, nova_args = parser.parse_known_args()
+    if args.pristine_nova:
+        print(pristine.assert_imported(args.pristine_nova), flush=True)
     layout = layout_mod.Layout.load(args.cloud_dir)
     peers = remotefs.Peers(layout, args.host)
 

@@ -21,6 +21,7 @@ import time
 
 from localcloud import configs
 from localcloud import identity
+from localcloud import pristine
 from localcloud import procs
 
 #: Services a host needs; if one of them is gone, waiting is pointless.
@@ -37,22 +38,30 @@ def ready_file(layout, host):
 
 
 def launch(layout, host):
-    """Start the host's process (nova-compute and its sidecar)."""
+    """Start the host's process (nova-compute and its sidecar); an
+    unpatched host's imports Nova from the pristine copy
+    (:mod:`localcloud.pristine`)."""
     sysfs = layout.path('hosts', host, 'sys')
     sidecar = configs.sidecar(layout, host, sysfs)
     try:
         os.unlink(ready_file(layout, host))
     except FileNotFoundError:
         pass
-    return procs.start(layout, host, [
+    argv = [
         layout.python, '-m', 'localcloud.compute_host', '--host', host,
         '--pfs', str(layout.pfs), '--vfs', str(layout.vfs),
         '--sysfs-root', sysfs, '--sidecar-config', sidecar,
         '--domain-xml-dir', layout.domain_xml_dir,
         '--ready-file', ready_file(layout, host),
-        '--cloud-dir', layout.root,
+        '--cloud-dir', layout.root]
+    env = None
+    if host in layout.unpatched_hosts:
+        # Pristine Nova first on the path; the process checks it.
+        argv += ['--pristine-nova', pristine.directory(layout)]
+        env = pristine.environment(layout)
+    return procs.start(layout, host, argv + [
         '--config-file', configs.nova_file(layout),
-        '--config-file', configs.compute(layout, host)])
+        '--config-file', configs.compute(layout, host)], env=env)
 
 
 # -- what Nova and Placement say ------------------------------------------

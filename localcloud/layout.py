@@ -40,6 +40,8 @@ class Layout:
     computes: int = 2
     pfs: int = 1
     vfs: int = 4
+    #: Hosts whose nova-compute is unpatched Nova (localcloud.pristine).
+    unpatched: int = 0
 
     def port(self, name):
         return self.port_base + PORTS.index(name)
@@ -68,7 +70,16 @@ class Layout:
 
     @property
     def hosts(self):
-        return ['compute%d' % (i + 1) for i in range(self.computes)]
+        """Every compute host: the patched ones, then the unpatched."""
+        return ['compute%d' % (i + 1) for i in range(self.computes)] + (
+            self.unpatched_hosts)
+
+    @property
+    def unpatched_hosts(self):
+        """``compute-old``, ``compute-old2``, ...: nova-compute from
+        pristine Nova (:mod:`localcloud.pristine`)."""
+        return ['compute-old%s' % (i + 1 if i else '')
+                for i in range(self.unpatched)]
 
     def host_address(self, host):
         """The compute host's own address: its ``my_ip`` and live
