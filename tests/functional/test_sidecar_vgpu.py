@@ -5,19 +5,26 @@ An H100 PCIe whose VFs stay bound to ``nvidia`` (sidecar_simulator.nvidia):
 the VFs the operator gave a vGPU type are VGPU providers with the type's
 trait, the others are not offered, and a server asking for that type gets
 one such VF as a ``<hostdev managed='no'>``, which libvirt leaves on
-``nvidia`` (``managed='yes'`` would detach it and lose the vGPU).
+``nvidia`` (``managed='yes'`` would detach it and lose the vGPU). With
+``[gpu] vfio_vgpu_types`` the idle VFs are offered too, and the sidecar
+writes the type when cyborg-conductor binds one (``create_vgpu_mdev``),
+and 0 back when the server is deleted (``remove_vgpu_mdev``).
 """
 
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
+import os  # noqa: E402
 from xml.etree import ElementTree  # noqa: E402
 
+import fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
+from sidecar import privileged  # noqa: E402
 from sidecar_simulator import nvidia  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
 
 H100_4C = 'NVIDIA H100-4C'
 TRAIT_4C = 'CUSTOM_NVIDIA_2331_H100_4C'
@@ -25,7 +32,7 @@ TRAIT_4C = 'CUSTOM_NVIDIA_2331_H100_4C'
 
 class VfioVgpuTest(test_sidecar.SidecarTestBase):
 
-    def _start(self, hostname, types):
+    def _start(self, hostname, types, extra=''):
         # fakelibvirt shows Nova the same addresses: a PF at 81:00.0 and
         # its VFs from 81:00.1.
         self.start_compute(
@@ -43,7 +50,7 @@ class VfioVgpuTest(test_sidecar.SidecarTestBase):
             sidecar_fixture.SidecarFixture(
                 hostname, sim, self.broker.transport_url,
                 self.placement_url, lambda: conn, drivers=('gpu',),
-                cyborg_url=self.cyborg.endpoint))
+                cyborg_url=self.cyborg.endpoint, extra=extra))
         return card
 
     def _providers(self):
@@ -81,3 +88,62 @@ class VfioVgpuTest(test_sidecar.SidecarTestBase):
             for rc, n in alloc['resources'].items() if rc == 'VGPU'})
         self._delete_server(server)
         self.assert_nothing_left(server['id'])
+
+    def _current_type(self, hostname, vf):
+        """``nvidia/current_vgpu_type`` of ``vf`` in the host's sysfs."""
+        root = self.sidecars[hostname].sysfs_root
+        with open(os.path.join(root, 'bus', 'pci', 'devices', vf, 'nvidia',
+                               'current_vgpu_type')) as f:
+            return f.read().strip()
+
+    def test_type_set_at_bind_and_removed_at_delete(self):
+        sim = []
+        # The simulated driver takes the privileged write to
+        # current_vgpu_type as NVIDIA's does: every VF's
+        # creatable_vgpu_types follows.
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.privileged._write_sysfs',
+            side_effect=lambda root, relpath, value: sim[0].kernel_write(
+                privileged._resolve_under(root, relpath), value)))
+        card = self._start('compute1', {}, extra=(
+            '[gpu]\nvfio_vgpu_types = 2331:%s\n' % H100_4C))
+        sim.append(self.sidecars['compute1'].simulated)
+        # Every VF is idle and offered for the type.
+        for vf in card.vfs:
+            self.assertEqual(1, self.inventory(
+                'compute1_' + vf)['VGPU']['total'])
+            self.assertIn(TRAIT_4C, self.traits('compute1_' + vf))
+        _name, flavor = self.create_profile_flavor([{
+            'resources:VGPU': '1', 'trait:' + TRAIT_4C: 'required'}])
+        server = self.boot(flavor)
+        (arq,) = self.cyborg.list_arqs(server['id'])
+        info = arq['attach_handle_info']
+        self.assertEqual(('Bound', 'MDEV', 'vendor-vfio', 'no', H100_4C), (
+            arq['state'], arq['attach_handle_type'], info['vgpu_framework'],
+            info['managed'], info['asked_type']))
+        vf = self.arq_bdf(arq)
+        self.assertIn(vf, card.vfs)
+        # The sidecar set the type at bind, on that VF alone.
+        self.assertEqual({vf: '1054'}, {
+            v: t for v in card.vfs
+            for t in [self._current_type('compute1', v)] if t != '0'})
+        root = ElementTree.fromstring(self.domain_xml(server))
+        (hostdev,) = root.findall('./devices/hostdev')
+        self.assertEqual(('subsystem', 'pci', 'no'), (
+            hostdev.get('mode'), hostdev.get('type'),
+            hostdev.get('managed')))
+        self.assertEqual([vf], self.hostdev_bdfs(server))
+        # Reported again, the VF keeps the handle its ARQ holds.
+        self.sidecars['compute1'].cycle()
+        (again,) = self.cyborg.list_arqs(server['id'])
+        self.assertEqual((arq['attach_handle_uuid'], 'Bound'),
+                         (again['attach_handle_uuid'], again['state']))
+
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
+        waits.wait_until(
+            lambda: self._current_type('compute1', vf) == '0',
+            'the vGPU type of %s written back to 0' % vf)
+        self.sidecars['compute1'].cycle()
+        self.assertEqual(1, self.inventory('compute1_' + vf)['VGPU']['total'])
+        self.assertIn(TRAIT_4C, self.traits('compute1_' + vf))
