@@ -53,6 +53,7 @@ from webob import exc
 
 from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import bookkeeping
+from nova_cyborg import capability
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -162,6 +163,8 @@ def check_offered(context, instance, dp_name):
 
 def _start(context, instance, method, action, dp_name):
     """Set the task state, record the action, hand over to the compute."""
+    # Placement first: an unpatched compute is not asked anything.
+    capability.check_attach(context, instance)
     rpc.check_compute(context, instance.host)
     instance.task_state = rpc.TASK_STATES[method]
     instance.save(expected_task_state=[None])

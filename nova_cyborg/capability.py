@@ -179,13 +179,29 @@ def check_hosts(context, operation, instance, arguments):
         _check_nodes(context, host, nodes, _('destination'), wanted, error)
 
 
+def check_attach(context, instance):
+    """Refuse addAccelerator or removeAccelerator on a compute that does
+    not report :data:`TRAIT`, from Placement, before nova-api asks the
+    compute which RPC version it serves (an unpatched compute answers
+    that question with an ``UnsupportedVersion`` traceback in its log).
+
+    :raises: OperationRefused (HTTP 409 from the action) naming the host
+        and the trait.
+    """
+    node = objects.ComputeNode.get_by_host_and_nodename(
+        context, instance.host, instance.node)
+    _check_nodes(context, instance.host, [node], _("server's"), TRAIT,
+                 exception.OperationRefused,
+                 what=_('attach or detach accelerators'))
+
+
 def _served(traits):
     """The capability versions of :data:`VERSIONS` that ``traits`` name."""
     return [version for version, _what in VERSIONS
             if trait(version) in traits]
 
 
-def _check_nodes(context, host, nodes, role, wanted, error):
+def _check_nodes(context, host, nodes, role, wanted, error, what=None):
     client = placement_report.report_client_singleton()
     for node in nodes:
         try:
@@ -205,8 +221,8 @@ def _check_nodes(context, host, nodes, role, wanted, error):
                ', '.join(served) if served else
                _('nova-compute there is not patched by nova-cyborg'))
         raise error(reason=_(
-            'The %(role)s host %(host)s cannot move a server with '
-            'accelerators: its compute node does not report trait '
-            '%(trait)s (%(why)s). Upgrade it first, or choose another '
-            'host.') % {'role': role, 'host': host, 'trait': wanted,
-                        'why': why})
+            'The %(role)s host %(host)s cannot %(what)s: its compute node '
+            'does not report trait %(trait)s (%(why)s). Upgrade it first, '
+            'or choose another host.') % {
+                'role': role, 'host': host, 'trait': wanted, 'why': why,
+                'what': what or _('move a server with accelerators')})

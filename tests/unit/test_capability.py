@@ -12,6 +12,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_cyborg import api
 from nova_cyborg import capability
+from nova_cyborg import exception
 from nova_cyborg import move
 
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
@@ -210,6 +211,25 @@ class CheckHostsTest(test.NoDBTestCase):
         self.traits[uuids.src_rp] = {TRAIT, LIVE}
         self.check('live_migrate', host_name=None)
         self.check('live_migrate', host_name='dst')
+
+    def test_attach_on_unpatched_host_refused_from_placement(self):
+        # addAccelerator on a server whose compute is unpatched: refused
+        # from Placement's traits (the compute is not asked, it would log
+        # an UnsupportedVersion traceback), with the action's 409.
+        self.instance = _instance({})
+        self.traits[uuids.src_rp] = {'COMPUTE_NODE'}
+        exc = self.assertRaises(exception.OperationRefused,
+                                capability.check_attach, self.ctxt,
+                                self.instance)
+        message = exc.format_message()
+        self.assertIn("server's host src cannot attach or detach", message)
+        self.assertIn(TRAIT, message)
+        self.assertIn('not patched by nova-cyborg', message)
+        objects.ComputeNode.get_by_host_and_nodename.assert_called_once_with(
+            self.ctxt, 'src', 'src-node')
+        # A patched compute (of any version) passes.
+        self.traits[uuids.src_rp] = {TRAIT}
+        capability.check_attach(self.ctxt, self.instance)
 
 
 class ApiCheckHostsTest(test.NoDBTestCase):

@@ -289,7 +289,9 @@ class MixedVersionsTest(base.AdminMoveTest):
             lib_exc.Conflict, self.server_accelerators_client.add_accelerator,
             server_id, self.profile.name)
         LOG.info('addAccelerator of server %s refused: %s', server_id, exc)
+        # Named from Placement: the unpatched compute is not asked.
         self.assertIn(self.old, str(exc))
+        self.assertIn(CAPABILITY, str(exc))
         self.assertEqual(before, self.state(server_id, None))
         self.assert_not_accelerated(server_id, self.profile)
 
