@@ -37,6 +37,7 @@ import nova.conf
 
 from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
+from nova_cyborg import early_arqs
 from nova_cyborg import exception
 
 LOG = logging.getLogger(__name__)
@@ -203,3 +204,30 @@ def _delete_before_host(context, instance_uuid, unbound):
         return
     LOG.info('Deleted the accelerator requests of instance %s, deleted '
              'before it had a host', instance_uuid)
+
+
+def delete_early_arqs(context, build_request):
+    """Delete the ARQs created while the server was scheduled that its
+    deleted ``build_request`` records (nova_cyborg.early_arqs); never
+    raise. Those the conductor took are the server's, which is being
+    deleted; ARQs already gone count as deleted."""
+    try:
+        arq_uuids = early_arqs.recorded(build_request)
+        if not arq_uuids:
+            return
+        left = nc_client.get_client(context).delete_arqs_by_uuid(arq_uuids)
+    except Exception as e:  # noqa: B902 (the delete succeeds all the same)
+        LOG.error('Failed to delete the accelerator requests created while '
+                  'instance %(uuid)s was scheduled: %(err)s',
+                  {'uuid': build_request.instance_uuid, 'err': e})
+        return
+    if left:
+        LOG.error('Could not delete the accelerator requests %(arqs)s '
+                  'created while instance %(uuid)s was scheduled; Cyborg '
+                  'keeps them unbound', {'arqs': ','.join(left),
+                                         'uuid': build_request.instance_uuid})
+        return
+    LOG.info('Deleted the accelerator requests %(arqs)s created while '
+             'instance %(uuid)s was scheduled', {
+                 'arqs': ','.join(arq_uuids),
+                 'uuid': build_request.instance_uuid})

@@ -29,22 +29,33 @@ their events, and finds them Bound (nova_cyborg.compute).
 ARQs that nobody took (no host found, the server deleted during
 scheduling, any other failure of the build before its bind) are deleted
 (:func:`discard`), before the server is put in ERROR when the scheduler
-found no host. Servers without a device profile start nothing and call
-nothing. The ARQs of ports with a device profile are created at bind time,
-as before.
+found no host. A conductor that stops while the scheduler runs discards
+nothing; Cyborg's ARQs carry no trace of the server until they are bound,
+so the worker records their UUIDs in the server's build request, on a copy
+it reads itself from the API database (:func:`_record`): deleting the
+server, which deletes its build request, deletes them too
+(nova_cyborg.cleanup.delete_early_arqs). Servers without a device
+profile start nothing and call nothing. The ARQs of ports with a device
+profile are created at bind time, as before.
 """
 
 import threading
 
+from nova import exception as nova_exception
+from nova import objects
 from oslo_log import log as logging
 
 from nova import thread_pool_factory
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 
 LOG = logging.getLogger(__name__)
 
 DP_EXTRA_SPEC = 'accel:device_profile'
+#: System metadata of the instance in the server's build request: the ARQs
+#: created while the scheduler runs, as ``<prefix><n>`` keys.
+EARLY_PREFIX = 'nova_cyborg_early_arq_'
 
 #: instance UUID -> Future of the created ARQs (list of ARQ dicts).
 _pending = {}
@@ -53,8 +64,41 @@ _binding = {}
 _lock = threading.Lock()
 
 
-def _create(cyclient, dp_name):
-    return cyclient.create_arqs(dp_name)
+def _create(context, cyclient, instance_uuid, dp_name):
+    arqs = cyclient.create_arqs(dp_name)
+    _record(context, instance_uuid, arqs)
+    return arqs
+
+
+def _record(context, instance_uuid, arqs):
+    """Write the UUIDs of ``arqs`` into the server's build request (a copy
+    read here: the conductor's objects are not touched). Never raises: a
+    build request already gone (the server deleted, or created in its
+    cell) needs no record."""
+    uuids = [arq.get('uuid') for arq in arqs if arq.get('uuid')]
+    try:
+        build_request = objects.BuildRequest.get_by_instance_uuid(
+            context, instance_uuid)
+        instance = build_request.instance
+        if not instance.obj_attr_is_set('system_metadata'):
+            instance.system_metadata = {}
+        bookkeeping.store(instance, EARLY_PREFIX, uuids)
+        build_request.save()
+    except nova_exception.BuildRequestNotFound:
+        return
+    except Exception as e:  # noqa: B902 (the boot goes on without it)
+        LOG.warning('Could not record the ARQs %(arqs)s created for server '
+                    '%(uuid)s in its build request: %(err)s',
+                    {'arqs': ','.join(uuids), 'uuid': instance_uuid,
+                     'err': e})
+
+
+def recorded(build_request):
+    """The UUIDs of the ARQs :func:`_record` wrote into ``build_request``."""
+    instance = build_request.instance
+    if not instance.obj_attr_is_set('system_metadata'):
+        return []
+    return bookkeeping.entries(instance, EARLY_PREFIX)
 
 
 def start(context, build_requests):
@@ -71,7 +115,7 @@ def start(context, build_requests):
             continue
         # Created in the server's project, as at bind time.
         cyclient = nc_client.get_client(context, instance=instance)
-        future = _spawn(_create, cyclient, dp_name)
+        future = _spawn(_create, context, cyclient, instance.uuid, dp_name)
         if future is None:
             continue
         with _lock:

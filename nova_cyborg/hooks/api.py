@@ -60,3 +60,16 @@ def delete_arqs_before_host(context, instance_uuid):
         deleted already, or was never written to a cell).
     """
     cleanup.delete_arqs_before_host(context, instance_uuid)
+
+
+def build_request_deleted(context, build_request):
+    """Called by ``API._attempt_delete_of_buildrequest()`` (patch 0012)
+    once it deleted the build request of a server the conductor has not
+    created in a cell yet: the ARQs the conductor created for it while the
+    scheduler ran, recorded in the build request, are deleted (a conductor
+    that stopped during scheduling left them). Nothing for a server
+    without accelerators; never raises.
+
+    :param build_request: the deleted nova.objects.BuildRequest.
+    """
+    cleanup.delete_early_arqs(context, build_request)

@@ -8,6 +8,11 @@ a host, which freed the allocation only: the attach handle stayed in use,
 Placement offered the device again, and the next boot there failed
 ("AttachHandle not found"). Patch 0012 routes that path to
 nova_cyborg.cleanup.delete_arqs_before_host.
+
+A conductor killed while the scheduler runs, before any bind, leaves the
+ARQs it created early (nova_cyborg.early_arqs) unbound, with nothing in
+Cyborg naming the server; they are recorded in the server's build
+request, and deleting the server deletes them with it.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -17,7 +22,12 @@ import threading  # noqa: E402
 
 import fixtures  # noqa: E402
 from nova.conductor import manager as conductor_manager  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova import exception as nova_exception  # noqa: E402
+from nova import objects  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
+
+from nova_cyborg import early_arqs  # noqa: E402
 
 from tests.functional.harness import waits  # noqa: E402
 
@@ -60,6 +70,32 @@ class DeleteBeforeHostTest(base.AcceleratorTestBase):
         self.addCleanup(release.set)
         return entered
 
+    def kill_conductor_while_scheduling(self):
+        """The conductor's build stops while the scheduler runs (after
+        the early ARQ creation started, before any host was chosen): its
+        thread waits there until the test ends, as if killed."""
+        entered = threading.Event()
+        release = threading.Event()
+
+        def killed(manager, *args, **kwargs):
+            entered.set()
+            release.wait()
+            raise Killed('nova-conductor killed while scheduling')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.conductor.manager.ComputeTaskManager._schedule_instances',
+            killed))
+        self.addCleanup(release.set)
+        return entered
+
+    def recorded(self, server_id):
+        try:
+            return early_arqs.recorded(objects.BuildRequest.
+                                       get_by_instance_uuid(
+                                           nova_context.get_admin_context(),
+                                           server_id))
+        except nova_exception.BuildRequestNotFound:
+            return []
+
     def gone(self, api, server_id):
         try:
             api.get_server(server_id)
@@ -97,6 +133,30 @@ class DeleteBeforeHostTest(base.AcceleratorTestBase):
         arq, = self.assert_accelerated(other, 1)
         self.assertEqual([self.arq_bdf(arq)],
                          sorted(self.handle_bdfs('compute1')))
+
+    def test_conductor_killed_while_scheduling_leaves_no_arq(self):
+        killed = self.kill_conductor_while_scheduling()
+        server = self.owner_api.post_server({'server': self._build_server(
+            flavor_id=self.flavor, image_uuid=base.IMAGE, networks='none')})
+        waits.wait_until(lambda: killed.wait(0), 'the conductor killed')
+        # The early ARQ exists, unbound, and Cyborg ties it to nothing.
+        waits.wait_until(lambda: self.recorded(server['id']),
+                         'the early ARQ recorded')
+        (arq_uuid,) = self.recorded(server['id'])
+        arq = self.cyborg.get_arq(arq_uuid)
+        self.assertEqual(('Initial', None),
+                         (arq['state'], arq['instance_uuid']))
+        self.assertEqual([], self.cyborg.list_arqs(server['id']))
+        seen = self.cloud_admin_api.get_server(server['id'])
+        self.assertEqual(('BUILD', None),
+                         (seen['status'], seen['OS-EXT-SRV-ATTR:host']))
+
+        self.owner_api.delete_server(server['id'])
+        waits.wait_until(lambda: self.gone(self.owner_api, server['id']),
+                         'the server deleted')
+        # No ARQ left in Cyborg at all (the early one went), no allocation.
+        self.assertEqual([], self.cyborg.list_arqs())
+        self.assert_nothing_left(server['id'])
 
     def test_server_without_accelerators_calls_no_cyborg(self):
         # The same delete of a server without a device profile asks

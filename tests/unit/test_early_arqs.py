@@ -5,9 +5,11 @@ from concurrent import futures
 from unittest import mock
 
 import fixtures
+from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg import cleanup
 from nova_cyborg import conductor
 from nova_cyborg import early_arqs
 from nova_cyborg import exception
@@ -230,3 +232,53 @@ class ScheduleAndBuildHookTest(test_client.ClientTestBase):
 for _name in dir(test_conductor.CreateAndBindTest):
     if _name.startswith('test_') and _name not in vars(EarlyArqsTest):
         setattr(EarlyArqsTest, _name, None)
+
+
+class RecordTest(test_client.ClientTestBase):
+    """The worker records the ARQs it created in the server's build
+    request; deleting the build request deletes them."""
+
+    def setUp(self):
+        super().setUp()
+        self.build_request = _build_request(uuids.inst)
+        self.build_request.instance.system_metadata = {}
+        self.get = self.useFixture(fixtures.MockPatch(
+            'nova.objects.BuildRequest.get_by_instance_uuid',
+            return_value=self.build_request)).mock
+        self.save = self.useFixture(fixtures.MockPatchObject(
+            self.build_request, 'save')).mock
+
+    def test_recorded_on_a_copy_read_from_the_api_database(self):
+        early_arqs._record(self.context, uuids.inst,
+                           [{'uuid': uuids.a0}, {'uuid': uuids.a1}])
+        self.get.assert_called_once_with(self.context, uuids.inst)
+        self.save.assert_called_once_with()
+        self.assertEqual([uuids.a0, uuids.a1],
+                         early_arqs.recorded(self.build_request))
+
+    def test_build_request_gone_records_nothing(self):
+        self.get.side_effect = nova_exception.BuildRequestNotFound(
+            uuid=uuids.inst)
+        early_arqs._record(self.context, uuids.inst, [{'uuid': uuids.a0}])
+        self.save.assert_not_called()
+
+    def test_a_failing_save_does_not_fail_the_creation(self):
+        self.save.side_effect = ValueError('database away')
+        early_arqs._record(self.context, uuids.inst, [{'uuid': uuids.a0}])
+
+    def test_deleting_the_build_request_deletes_them(self):
+        self.requests.delete(ARQS, status_code=204)
+        early_arqs._record(self.context, uuids.inst, [{'uuid': uuids.a0}])
+        cleanup.delete_early_arqs(self.context, self.build_request)
+        (request,) = self.requests.request_history
+        self.assertEqual(('DELETE', [uuids.a0]),
+                         (request.method, request.qs.get('arqs')))
+
+    def test_nothing_recorded_asks_cyborg_nothing(self):
+        cleanup.delete_early_arqs(self.context, self.build_request)
+        self.assertFalse(self.requests.called)
+
+    def test_cyborg_failing_is_logged_not_raised(self):
+        self.requests.delete(ARQS, status_code=503)
+        early_arqs._record(self.context, uuids.inst, [{'uuid': uuids.a0}])
+        cleanup.delete_early_arqs(self.context, self.build_request)
