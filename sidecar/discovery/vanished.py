@@ -145,8 +145,10 @@ class Vanished:
         merged = {}
         vfs = declared(self.sysfs_root, device.address)
         for name, before in self._known(device, last).items():
+            # A vGPU 17 VF's vendor-VFIO MDEV handle is the VF too.
             vanished = [h for h in before.attach_handles
-                        if h.attach_type == 'PCI' and h.address in vfs and
+                        if (h.attach_type == 'PCI' or h.vendor_vfio) and
+                        h.address in vfs and
                         not present(self.sysfs_root, h.address)]
             current = now.get(name)
             if current is None:

@@ -12,6 +12,7 @@ import oslo_messaging as messaging
 from sidecar import exception
 from sidecar.daemon import rpc
 from sidecar.daemon import service
+from sidecar.discovery import vanished
 from sidecar.drivers import gpu_vfio
 from sidecar.program import journal
 from sidecar.program import manager
@@ -364,3 +365,25 @@ class RpcRaceTest(_BindBase):
             self.assertEqual([0, 0, 0, 0], [self.current(vf)
                                             for vf in self.vfs])
             self.inventory.discover()
+
+
+class VanishedTest(_BindBase):
+
+    def test_vanished_vf_keeps_its_handle(self):
+        # A VF typed at bind leaves sysfs while its PF still declares it:
+        # it is reported as it was, so its ARQ keeps its handle.
+        self.bind('server-a', 'dp-4c', self.vfs[1], UUID_A)
+        self.mdevs.create(self.vfs[1], H100_4C, UUID_A)
+        (before,) = self.inventory.discover()
+        expected = self.handle(self.vfs[1]).attach_info()
+        self.assertEqual('vendor-vfio', expected['vgpu_framework'])
+        keep = vanished.Vanished(self.root)
+        keep.apply(before)
+        os.unlink(os.path.join(self.root, 'bus', 'pci', 'devices',
+                               self.vfs[1]))
+        (now,) = self.inventory.discover()
+        self.assertNotIn(self.vfs[1], [d.name for d in now.deployables])
+        device, gone = keep.apply(now, last=before)
+        self.assertEqual((self.vfs[1],), gone)
+        (dep,) = [d for d in device.deployables if d.name == self.vfs[1]]
+        self.assertEqual(expected, dep.attach_handles[0].attach_info())
