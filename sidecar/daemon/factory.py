@@ -16,6 +16,7 @@ from sidecar.discovery import guests
 from sidecar.discovery import health
 from sidecar.discovery import health_wiring
 from sidecar.discovery import inventory as inventory_mod
+from sidecar.discovery import nvml_health
 from sidecar.drivers import gpu_vfio
 from sidecar.program import conductor_view
 from sidecar.program import cyborg
@@ -71,6 +72,7 @@ def build(conf, transport=None, connect=None):
         users=health_wiring.users_from(placement, domains,
                                        conf.sidecar.sysfs_root),
         unknown_after=conf.health.unknown_after)
+    inventory.nvml = nvml_health.NvmlHealth.from_conf(conf)
     programs = program.ProgramManager(
         conf.host, inventory, programmers.ByDriver(conf),
         glance.ImageClient(conf), placement, domains,

@@ -16,9 +16,12 @@ class MonitoredInventory(inventory.Inventory):
     the devices through a :class:`Monitor` (set ``monitor`` after
     building): unhealthy devices are held and carry the health trait, gone
     ones (and vanished functions) are reported as last seen, and
-    ``devices()`` returns them so."""
+    ``devices()`` returns them so. With ``nvml`` (a
+    :class:`sidecar.discovery.nvml_health.NvmlHealth`), NVML's XID and ECC
+    verdicts on the GPUs are read each cycle and join each driver's."""
 
     monitor = None
+    nvml = None
 
     def discover(self):
         devices = super().discover()
@@ -28,6 +31,10 @@ class MonitoredInventory(inventory.Inventory):
         for driver in self._drivers:
             for device in getattr(driver, 'last', ()):
                 owner[id(device)] = driver
+        if self.nvml is not None:
+            self.nvml.poll()
+            owner = {key: _NvmlChecked(driver, self.nvml)
+                     for key, driver in owner.items()}
         devices = self.monitor.apply([(owner[id(d)], d) for d in devices
                                       if id(d) in owner])
         # What is reported (a vanished VF included) is what the device
@@ -35,6 +42,17 @@ class MonitoredInventory(inventory.Inventory):
         with self._lock:
             self._devices = {d.address: d for d in devices}
         return devices
+
+
+class _NvmlChecked:
+    """A discovery driver whose health check adds NVML's."""
+
+    def __init__(self, driver, nvml):
+        self._driver = driver
+        self._nvml = nvml
+
+    def health(self, device):
+        return self._nvml.observe(device, self._driver.health(device))
 
 
 def users_from(placement, domains, sysfs_root):
