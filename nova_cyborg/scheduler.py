@@ -11,9 +11,12 @@ only.
 
 from oslo_log import log as logging
 
+from nova import exception as nova_exception
 from nova.scheduler import utils as scheduler_utils
 
+from nova_cyborg import capability
 from nova_cyborg import conf
+from nova_cyborg.i18n import _
 from nova_cyborg.request_groups import REQUESTER_PREFIX
 
 CONF = conf.CONF
@@ -55,3 +58,28 @@ def claim(context, placement_client, spec_obj, instance_uuid, candidates,
                           'instance %s', number, instance_uuid)
             return alloc_req
     return None
+
+
+def no_valid_host(spec_obj, exc):
+    """The NoValidHost to raise for ``exc``: for a request that required a
+    nova-cyborg capability trait (a server with accelerators: boots,
+    moves, live migration), one whose reason adds that only the hosts
+    reporting it were considered; ``exc`` itself for any other request.
+
+    A compute not patched by nova-cyborg, or patched by a version that does
+    not serve the operation, never reports the trait: without this a user
+    reads only "No valid host was found", though hosts with free devices
+    may exist.
+    """
+    try:
+        required = sorted(trait for trait in spec_obj.root_required
+                          if trait.startswith(capability.TRAIT_PREFIX))
+    except Exception:  # noqa: B902 (no request level params: not ours)
+        return exc
+    if not required:
+        return exc
+    reason = (exc.kwargs.get('reason') or '').strip()
+    return nova_exception.NoValidHost(reason=' '.join(filter(None, [
+        reason, _('Only hosts reporting %(traits)s (the nova-cyborg '
+                  'capabilities this server needs) were considered.') % {
+                      'traits': ', '.join(required)}])))

@@ -35,3 +35,13 @@ def require_trait(request_spec):
     :param request_spec: the nova.objects.RequestSpec; changed in place.
     """
     capability.require(request_spec)
+
+
+def no_valid_host(spec_obj, exc):
+    """Called by ``SchedulerManager.select_destinations()`` where it raises
+    NoValidHost (no allocation candidate, not enough hosts after the
+    filters): the exception to raise. ``exc`` itself (upstream's) for a
+    request without a nova-cyborg capability trait
+    (:func:`nova_cyborg.scheduler.no_valid_host`).
+    """
+    return scheduler.no_valid_host(spec_obj, exc)

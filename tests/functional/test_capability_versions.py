@@ -98,13 +98,17 @@ class MixedVersionsTest(test_live_migration.VFHosts):
         self.assert_live_migration_refused(
             self.dst, 'destination host %s' % self.dst, V1_1,
             'older nova-cyborg')
-        # Scheduled: the older host is never chosen; nothing moves.
+        # Scheduled: the older host is never chosen; nothing moves, and
+        # the admin reads why no host was found.
         self.admin_starts_live_migration(self.server)
         with self.acting(self.cloud_admin_api):
             self._wait_for_migration_status(self.server, ['error'])
             self._wait_for_server_parameter(self.server, {
                 'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
         self.assert_on_host(self.server, self.src, self.dst)
+        self.assertIn('Only hosts reporting %s, %s (the nova-cyborg '
+                      'capabilities this server needs)' % (V1_0, V1_1),
+                      self.action_tracebacks(self.server))
 
     def test_added_only_accelerator_never_evacuated_to_unpatched(self):
         # A server whose only device was added with addAccelerator.

@@ -1,5 +1,7 @@
 from unittest import mock
 
+from nova import exception as nova_exception
+from nova import objects
 from oslo_config import fixture as config_fixture
 import testtools
 
@@ -71,3 +73,42 @@ class ClaimTestCase(testtools.TestCase):
                          requested_resources=[
                              mock.Mock(requester_id='device_profile_0p1')])
         self.assertIs(CANDIDATES[1], self._claim(spec))
+
+
+def _spec(root_required):
+    return objects.RequestSpec(
+        request_level_params=objects.RequestLevelParams(
+            root_required=root_required))
+
+
+class NoValidHostTest(testtools.TestCase):
+    """The NoValidHost the scheduler raises for a server with
+    accelerators says which hosts were considered."""
+
+    def test_names_the_capability_traits_required(self):
+        exc = nova_exception.NoValidHost(
+            reason='There are not enough hosts available.')
+        raised = scheduler.no_valid_host(
+            _spec({'CUSTOM_NOVA_CYBORG_1_1', 'COMPUTE_STATUS_DISABLED'}),
+            exc)
+        self.assertIsInstance(raised, nova_exception.NoValidHost)
+        message = raised.format_message()
+        self.assertIn('There are not enough hosts available. Only hosts '
+                      'reporting CUSTOM_NOVA_CYBORG_1_1 (the nova-cyborg '
+                      'capabilities this server needs) were considered.',
+                      message)
+        self.assertNotIn('COMPUTE_STATUS_DISABLED', message)
+
+    def test_empty_reason(self):
+        raised = scheduler.no_valid_host(
+            _spec({'CUSTOM_NOVA_CYBORG_1_0'}),
+            nova_exception.NoValidHost(reason=''))
+        self.assertIn('No valid host was found. Only hosts reporting '
+                      'CUSTOM_NOVA_CYBORG_1_0',
+                      raised.format_message())
+
+    def test_upstream_exception_for_other_requests(self):
+        for spec in (_spec({'HW_CPU_X86_AVX2'}), _spec(set()),
+                     objects.RequestSpec()):
+            exc = nova_exception.NoValidHost(reason='')
+            self.assertIs(exc, scheduler.no_valid_host(spec, exc))
