@@ -19,10 +19,11 @@ class AgentEndpoint:
 
     target = messaging.Target(version=rpc.RPC_API_VERSION)
 
-    def __init__(self, programs, mdevs, report_now):
+    def __init__(self, programs, mdevs, report_now, report_soon=None):
         self._programs = programs
         self._mdevs = mdevs
         self._report_now = report_now
+        self._report_soon = report_soon or (lambda: None)
 
     @messaging.expected_exceptions(exception.SidecarError)
     def fpga_program(self, context, controlpath_id, bitstream_uuid,
@@ -36,13 +37,19 @@ class AgentEndpoint:
         self._report_now()
         return result
 
+    # A vGPU 17 type set or removed changes what the card's other VFs are
+    # offered for: the discovery cycle runs soon after, not in the call
+    # (cyborg-conductor's bind job is still running).
+
     @messaging.expected_exceptions(exception.SidecarError)
     def create_vgpu_mdev(self, context, pci_addr, asked_type, ah_uuid):
-        self._mdevs.create(pci_addr, asked_type, ah_uuid)
+        if self._mdevs.create(pci_addr, asked_type, ah_uuid):
+            self._report_soon()
 
     @messaging.expected_exceptions(exception.SidecarError)
     def remove_vgpu_mdev(self, context, pci_addr, asked_type, ah_uuid):
-        self._mdevs.remove(pci_addr, asked_type, ah_uuid)
+        if self._mdevs.remove(pci_addr, asked_type, ah_uuid):
+            self._report_soon()
 
 
 class Backoff:
@@ -109,7 +116,8 @@ class Sidecar:
         self.converged = False
         self._server = rpc.get_agent_server(
             transport, conf.host,
-            AgentEndpoint(programs, mdevs, self.report_now))
+            AgentEndpoint(programs, mdevs, self.report_now,
+                          report_soon=self._wake.set))
 
     @property
     def placement(self):

@@ -69,9 +69,11 @@ class MdevManager:
             os.path.join(self._root, 'bus', 'mdev', 'devices', ah_uuid))
 
     def create(self, pci_addr, asked_type, ah_uuid):
+        """Create the mdev, or set a vGPU 17 VF's type; True for the latter
+        (what the card's other VFs are offered for may change)."""
         if self._vendor_vfio(pci_addr):
             self._vgpu_types.bind(pci_addr, asked_type, ah_uuid)
-            return
+            return True
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
         if self._exists(ah_uuid):
             LOG.info('mdev %s exists already', ah_uuid)
@@ -81,9 +83,10 @@ class MdevManager:
         privileged.create_mdev(self._root, pci_addr, asked_type, ah_uuid)
 
     def remove(self, pci_addr, asked_type, ah_uuid):
+        """Remove the mdev, or a vGPU 17 VF's type; True when a type was
+        removed."""
         if self._vendor_vfio(pci_addr):
-            self._vgpu_types.unbind(pci_addr, asked_type, ah_uuid)
-            return
+            return self._vgpu_types.unbind(pci_addr, asked_type, ah_uuid)
         if not uuidutils.is_uuid_like(ah_uuid):
             raise exception.InvalidArgument(name='ah_uuid',
                                             reason='not a UUID')

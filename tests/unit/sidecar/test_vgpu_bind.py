@@ -243,7 +243,10 @@ class RpcRaceTest(_BindBase):
         self.addCleanup(transport.cleanup)
         server = rpc.get_agent_server(
             transport, 'compute1',
-            service.AgentEndpoint(self.programs, self.mdevs, lambda: None))
+            service.AgentEndpoint(self.programs, self.mdevs, lambda: None,
+                                  report_soon=lambda: self.soon.append(1)))
+        #: Discovery cycles asked for (a type changes the card's offers).
+        self.soon = []
         server.start()
         self.addCleanup(server.wait)
         self.addCleanup(server.stop)
@@ -318,6 +321,7 @@ class RpcRaceTest(_BindBase):
         self.assertEqual([0, 1054, 0, 0], [self.current(vf)
                                            for vf in self.vfs])
         self.assertEqual([], self.violations)
+        self.assertEqual([1], self.soon)
         # cyborg-conductor unbinds the refused ARQ: nothing is written;
         # the first server's domain then keeps its type at its unbind.
         self.client.call(rpc.admin_context(), 'remove_vgpu_mdev',
@@ -329,6 +333,7 @@ class RpcRaceTest(_BindBase):
                          ah_uuid=UUID_A)
         self.assertEqual([(self.vfs[1], '1054')], self.writes)
         self.assertEqual(1054, self.current(self.vfs[1]))
+        self.assertEqual([1], self.soon)
 
     def test_both_at_once_exactly_one_type_wins(self):
         for index, (vf_a, vf_b) in enumerate(((1, 2), (3, 1), (2, 3))):
