@@ -19,7 +19,7 @@ in 2026 has, each at its own PCI address:
                group) is on ``vfio-pci``: offered with its group
 85:00.0        an RTX A6000 whose audio function is held by
                ``snd_hda_intel``: its group cannot go to a guest
-88:00.0 89:00  two H100 in one IOMMU group behind a PEX 8747 switch
+88:00.0 89:00.0 two H100 in one IOMMU group behind a PEX 8747 switch
                without ACS: neither is offered
 =============  ==========================================================
 
@@ -29,6 +29,11 @@ servers: a whole GPU is a ``<hostdev managed='yes'>``, a vGPU of the A100
 a ``<hostdev type='mdev'>`` on one of its VFs, a QAT VF asked by its
 service trait and an E810 VF asked by its physnet trait are PCI hostdevs
 (the VF's attach handle names its ``physical_network``).
+
+The host has NVML (nvidia-ml-py's real ``pynvml`` over a stand-in of the
+C library, :mod:`tests.nvml_library`) for the GPUs the ``nvidia`` driver
+holds, the T4 and the A100: a critical XID on the T4 fences it within one
+cycle, with its reason in ``nova-cyborg-sidecar-manage device list``.
 
 Nova's fakelibvirt shows the same PCI addresses, vendor and product ids
 and bound drivers as the simulated sysfs (:func:`fake_pci_info`). It
@@ -42,16 +47,22 @@ Placement shows.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
+import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 from xml.etree import ElementTree  # noqa: E402
 
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
+import pynvml  # noqa: E402
 
+from sidecar.cmd import manage  # noqa: E402
+from sidecar.discovery import health  # noqa: E402
 from sidecar_simulator import nvidia  # noqa: E402
 from sidecar_simulator import pci_health  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
+from tests.functional.harness import waits  # noqa: E402
+from tests import nvml_library  # noqa: E402
 
 HOST = 'compute1'
 BMC, BOOT_VGA, T4, E810 = ('0000:02:00.0', '0000:03:00.0', '0000:3b:00.0',
@@ -162,6 +173,10 @@ class PciProfilesTest(test_sidecar.SidecarTestBase):
         conn = self.computes[HOST].driver._host.get_connection()
         # The mdevs the sidecar creates show in this host's libvirt.
         self._kernels[HOST] = conn
+        # NVML sees the GPUs on nvidia (not those on vfio-pci).
+        self.nvml = self.useFixture(nvml_library.NvmlLibrary({
+            address: {'supported': pynvml.nvmlEventTypeXidCriticalError,
+                      'ecc': 0} for address in (T4, A100)})).lib
         self.sidecar = self.sidecars[HOST] = self.useFixture(
             sidecar_fixture.SidecarFixture(
                 HOST, self.sim, self.broker.transport_url,
@@ -204,9 +219,9 @@ class PciProfilesTest(test_sidecar.SidecarTestBase):
         inv, traits = self.offered(A100)
         self.assertEqual({'VGPU': (A100_FITS, 0)}, inv)
         self.assertEqual({owner, 'CUSTOM_NVIDIA_20F1_A100_10C'}, traits)
-        inv, traits = self.offered(T4)
+        inv, t4_traits = self.offered(T4)
         self.assertEqual({'VGPU': (16, 0)}, inv)
-        self.assertEqual({owner, 'CUSTOM_NVIDIA_1EB8_T4_1B'}, traits)
+        self.assertEqual({owner, 'CUSTOM_NVIDIA_1EB8_T4_1B'}, t4_traits)
         qat = {owner, 'CUSTOM_PCI_8086', 'CUSTOM_PCI_PRODUCT_ID_4941'}
         inv, traits = self.offered(QAT_CRYPTO)
         self.assertEqual({'CUSTOM_QAT': (2, 0)}, inv)
@@ -220,6 +235,34 @@ class PciProfilesTest(test_sidecar.SidecarTestBase):
                           'CUSTOM_PCI_PRODUCT_ID_1889'}, traits)
         # An unchanged host sends nothing more.
         self.assertFalse(self.sidecar.cycle())
+
+        # NVML reports XID 79 on the T4: fenced within one cycle.
+        self.nvml.events.append(
+            (T4, pynvml.nvmlEventTypeXidCriticalError, 79))
+        self.assertTrue(self.sidecar.cycle())
+        waits.wait_until(
+            lambda: self.offered(T4) == (
+                {'VGPU': (16, 16)}, t4_traits | {health.UNHEALTHY_TRAIT}),
+            'the T4 held with the unhealthy trait in Placement')
+        row = self.listed(T4)
+        self.assertEqual('unhealthy', row['health'])
+        self.assertTrue(row['held']['unhealthy'].startswith(
+            'NVIDIA XID 79 (GPU has fallen off the bus) at '), row)
+        # The other GPU NVML watches, and the rest, stay offered.
+        self.assertEqual((A100_FITS, 0), self.offered(A100)[0]['VGPU'])
+        self.assertEqual('ok', self.listed(H100)['health'])
+
+    def listed(self, address):
+        """The row of ``address`` in ``nova-cyborg-sidecar-manage device
+        list``."""
+        out, err = io.StringIO(), io.StringIO()
+        code = manage.main(
+            ['--config-file', self.sidecar.config_path, 'device', 'list',
+             '-f', 'json'], stdout=out, stderr=err)
+        self.assertEqual(0, code, err.getvalue())
+        (row,) = [r for r in json.loads(out.getvalue())
+                  if r['device'] == address]
+        return row
 
     def _boot_one(self, groups):
         _name, flavor = self.create_profile_flavor(groups)

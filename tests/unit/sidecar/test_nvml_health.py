@@ -1,16 +1,9 @@
 """NVML health (XID and ECC events) through NVIDIA's own Python binding.
 
-The real ``pynvml`` module of nvidia-ml-py runs: only the C library it
-loads (``libnvidia-ml.so.1``, its ``nvmlLib``) is replaced by
-:class:`FakeLibNvml`, whose entry points take the arguments pynvml passes
-(ctypes values and ``byref`` pointers) and fill them as ``nvml.h``
-declares, returning an ``nvmlReturn_t``. pynvml's ``_nvmlGetFunctionPointer``
-looks each of them up by name, so every call goes through NVIDIA's
-Python code: argument packing, ``nvmlPciInfo_t`` and ``c_nvmlEventData_t``,
-``_nvmlCheckReturn`` and its ``NVMLError_*`` classes.
+The real ``pynvml`` module of nvidia-ml-py runs; only the C library it
+loads is replaced (:mod:`tests.nvml_library`).
 """
 
-import ctypes
 import time
 
 import fixtures
@@ -22,6 +15,7 @@ from sidecar import model
 from sidecar.discovery import health
 from sidecar.discovery import health_wiring
 from sidecar.discovery import nvml_health
+from tests import nvml_library
 from tests.unit.sidecar import test_health
 
 GPU_A, GPU_B = '0000:81:00.0', '0000:82:00.0'
@@ -29,113 +23,6 @@ NOW = 1795000000.0  # 2026-11-18T...
 XID = pynvml.nvmlEventTypeXidCriticalError
 DBE = pynvml.nvmlEventTypeDoubleBitEccError
 SBE = pynvml.nvmlEventTypeSingleBitEccError
-
-
-def _set_pointer(ref, value):
-    """Write the pointer ``value`` where the C function's ``T **`` (a
-    ``byref`` of a ctypes pointer) points."""
-    ctypes.c_void_p.from_buffer(ref._obj).value = value
-
-
-def _pointer(handle):
-    return ctypes.cast(handle, ctypes.c_void_p).value
-
-
-class FakeLibNvml:
-    """The C entry points of ``libnvidia-ml.so.1`` that the sidecar's
-    calls reach, with nvml.h's signatures, over a few GPUs.
-
-    ``gpus``: ``{bus id: {'supported': event mask, 'ecc': count or an
-    nvmlReturn_t error}}``; ``events``: queued ``(bus id, type, data)``;
-    ``init``/``wait``: the return of ``nvmlInitWithFlags`` and of a wait
-    with events pending or none (``NVML_ERROR_TIMEOUT``).
-    """
-
-    HANDLE, EVENT_SET = 0x1000, 0xe000
-
-    def __init__(self, gpus):
-        self.gpus = dict(gpus)
-        self.order = list(gpus)
-        self.events = []
-        self.init = pynvml.NVML_SUCCESS
-        self.wait = None
-        self.registered = {}  # bus id: event mask
-        self.calls = []
-
-    def _gpu(self, handle):
-        return self.order[_pointer(handle) - self.HANDLE]
-
-    # nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
-    def nvmlInitWithFlags(self, flags):
-        self.calls.append('nvmlInitWithFlags')
-        return self.init
-
-    # nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
-    def nvmlDeviceGetCount_v2(self, count):
-        count._obj.value = len(self.order)
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
-    #                                            nvmlDevice_t *device)
-    def nvmlDeviceGetHandleByIndex_v2(self, index, device):
-        _set_pointer(device, self.HANDLE + index.value)
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device,
-    #                                      nvmlPciInfo_t *pci)
-    def nvmlDeviceGetPciInfo_v3(self, device, pci):
-        domain, bus, rest = self._gpu(device).split(':')
-        pci._obj.busId = ('%08X:%s:%s' % (int(domain, 16), bus.upper(),
-                                          rest.upper())).encode()
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
-    def nvmlEventSetCreate(self, event_set):
-        _set_pointer(event_set, self.EVENT_SET)
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlDeviceGetSupportedEventTypes(
-    #     nvmlDevice_t device, unsigned long long *eventTypes)
-    def nvmlDeviceGetSupportedEventTypes(self, device, types):
-        types._obj.value = self.gpus[self._gpu(device)]['supported']
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
-    #     unsigned long long eventTypes, nvmlEventSet_t set)
-    def nvmlDeviceRegisterEvents(self, device, types, event_set):
-        assert _pointer(event_set) == self.EVENT_SET
-        self.registered[self._gpu(device)] = types.value
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set,
-    #     nvmlEventData_t *data, unsigned int timeoutms)
-    def nvmlEventSetWait_v2(self, event_set, data, timeout):
-        assert timeout.value == 0, 'the cycle must never wait'
-        if self.wait is not None:
-            return self.wait
-        if not self.events:
-            return pynvml.NVML_ERROR_TIMEOUT
-        bus_id, kind, value = self.events.pop(0)
-        data._obj.device = ctypes.cast(
-            ctypes.c_void_p(self.HANDLE + self.order.index(bus_id)),
-            pynvml.c_nvmlDevice_t)
-        data._obj.eventType = kind
-        data._obj.eventData = value
-        return pynvml.NVML_SUCCESS
-
-    # nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
-    #     nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,
-    #     unsigned long long *eccCounts)
-    def nvmlDeviceGetTotalEccErrors(self, device, error_type, counter,
-                                    count):
-        assert (error_type.value, counter.value) == (
-            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            pynvml.NVML_VOLATILE_ECC)
-        ecc = self.gpus[self._gpu(device)]['ecc']
-        if isinstance(ecc, tuple):  # an error
-            return ecc[0]
-        count._obj.value = ecc
-        return pynvml.NVML_SUCCESS
 
 
 def gpu_device(address, vfs=0):
@@ -155,15 +42,11 @@ class NvmlTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.lib = FakeLibNvml({
+        # Only the C library is replaced: pynvml's own code runs.
+        self.lib = self.useFixture(nvml_library.NvmlLibrary({
             GPU_A: {'supported': self.SUPPORTED, 'ecc': 0},
             GPU_B: {'supported': XID, 'ecc': (
-                pynvml.NVML_ERROR_NOT_SUPPORTED,)}})
-        # Only the C library is replaced: pynvml's own code runs.
-        self.useFixture(fixtures.MonkeyPatch('pynvml.nvmlLib', self.lib))
-        self.useFixture(fixtures.MonkeyPatch(
-            'pynvml._nvmlGetFunctionPointer_cache', {}))
-        self.useFixture(fixtures.MonkeyPatch('pynvml._nvmlLib_refcount', 0))
+                pynvml.NVML_ERROR_NOT_SUPPORTED,)}})).lib
         self.log = self.useFixture(fixtures.FakeLogger(
             name=nvml_health.__name__, level='DEBUG'))
         self.nvml = nvml_health.NvmlHealth(clock=lambda: NOW)
@@ -310,10 +193,8 @@ class MonitoredTest(test_health.HealthTestCase):
     """The sidecar's inventory with NVML: an XID fences the GPU."""
 
     def test_xid_fences_the_gpu_with_its_reason(self):
-        lib = FakeLibNvml({test_health.GPU: {'supported': XID, 'ecc': 0}})
-        self.useFixture(fixtures.MonkeyPatch('pynvml.nvmlLib', lib))
-        self.useFixture(fixtures.MonkeyPatch(
-            'pynvml._nvmlGetFunctionPointer_cache', {}))
+        lib = self.useFixture(nvml_library.NvmlLibrary(
+            {test_health.GPU: {'supported': XID, 'ecc': 0}})).lib
         inventory = health_wiring.MonitoredInventory(self.drivers)
         inventory.monitor = self.monitor
         inventory.nvml = nvml_health.NvmlHealth(clock=lambda: NOW)
