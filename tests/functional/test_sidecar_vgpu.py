@@ -147,3 +147,19 @@ class VfioVgpuTest(test_sidecar.SidecarTestBase):
         self.sidecars['compute1'].cycle()
         self.assertEqual(1, self.inventory('compute1_' + vf)['VGPU']['total'])
         self.assertIn(TRAIT_4C, self.traits('compute1_' + vf))
+
+        # An operator gives a VF another type behind the sidecar's back:
+        # Placement still offers the VFs for 4C (no report since), which
+        # the card can no longer host. The bind is refused cleanly with
+        # the sidecar's reason (no other host to try here), and no VF's
+        # type changes.
+        sim[0].set_vgpu_type(card, card.vfs[3], '1057')
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('Failed to bind accelerator requests',
+                      server['fault']['message'])
+        self.assertRegex(server['fault']['message'],
+                         "cannot host 'NVIDIA H100-4C'|"
+                         "it holds vGPU type 1057")
+        self.assert_nothing_left(server['id'])
+        self.assertEqual(['0', '0', '0', '1057'], [
+            self._current_type('compute1', v) for v in card.vfs])
