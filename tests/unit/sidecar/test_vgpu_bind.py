@@ -259,12 +259,21 @@ class RpcRaceTest(_BindBase):
         self.violations = []
         self.before_write = self.check_free
 
+    #: The type id each profile's trait asks on this card.
+    WANTS = {'dp-4c': '1054', 'dp-8c': '1056'}
+
     def check_free(self, target, value):
         vf = target.rsplit('/', 3)[-3]
         if vf in self.domains.users:
             self.violations.append((vf, value, 'domain'))
         if self.current(vf) != 0 and value != '0':
             self.violations.append((vf, value, 'typed'))
+        # Every server holding an allocation on the VF wants this type.
+        for consumer in self.placement.allocated.get(self.rp(vf), ()):
+            for arq in self.cyborg.arqs.get(consumer, ()):
+                if value != '0' and self.WANTS.get(
+                        arq['device_profile_name']) != value:
+                    self.violations.append((vf, value, consumer))
 
     def call(self, results, key, vf, name, handle):
         try:
