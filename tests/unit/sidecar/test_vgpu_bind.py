@@ -12,6 +12,8 @@ import oslo_messaging as messaging
 from sidecar import exception
 from sidecar.daemon import rpc
 from sidecar.daemon import service
+from sidecar.discovery import guests
+from sidecar.discovery import health
 from sidecar.discovery import vanished
 from sidecar.drivers import gpu_vfio
 from sidecar.program import journal
@@ -401,3 +403,29 @@ class VanishedTest(_BindBase):
         self.assertEqual((self.vfs[1],), gone)
         (dep,) = [d for d in device.deployables if d.name == self.vfs[1]]
         self.assertEqual(expected, dep.attach_handles[0].attach_info())
+
+
+class HealthAndGuestsTest(_BindBase):
+
+    def test_offered_and_typed_vfs_are_healthy(self):
+        # An idle VF with its vendor-VFIO handle has no mdev parent to
+        # check and no type yet; a VF typed at bind holds its type.
+        self.bind('server-a', 'dp-4c', self.vfs[1], UUID_A)
+        self.mdevs.create(self.vfs[1], H100_4C, UUID_A)
+        (device,) = self.inventory.discover()
+        self.assertEqual((), health.mdev_problems(self.root, device))
+        self.assertEqual((), gpu_vfio.problems(self.root, device))
+        # A VF the operator typed (a PCI handle) that loses its type is a
+        # fault.
+        self.sim.set_vgpu_type(self.card, self.vfs[0], '0')
+        self.assertEqual(('vGPU %s lost its vGPU type '
+                          '(nvidia/current_vgpu_type is 0)' % self.vfs[0],),
+                         gpu_vfio.problems(self.root, device))
+
+    def test_guest_watch_sees_the_vf(self):
+        arq = {'attach_handle_type': 'MDEV', 'attach_handle_uuid': UUID_A,
+               'attach_handle_info': self.handle(self.vfs[1]).attach_info()}
+        self.assertEqual(self.vfs[1], guests.arq_device(arq))
+        arq['attach_handle_info'] = dict(arq['attach_handle_info'],
+                                         vgpu_framework='mdev')
+        self.assertEqual(UUID_A, guests.arq_device(arq))
