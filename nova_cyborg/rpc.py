@@ -28,11 +28,11 @@ cleared state); one nothing clears (the cast lost, the conductor away too
 long) is cleared by nova-compute's periodic task
 (:mod:`nova_cyborg.stuck_actions`).
 
-The two values are not members of Nova's ``InstanceTaskState`` enum: a
-deployment that sends versioned ``instance.update`` notifications on task
-state changes (``[notifications] notify_on_state_change =
-vm_and_task_state``) gets a logged error instead of the notification for
-these two transitions (Nova catches it; the action is not affected).
+The two values are members of Nova's ``InstanceTaskState`` enum through
+patch 0025, so a deployment that sends versioned ``instance.update``
+notifications on task state changes (``[notifications]
+notify_on_state_change = vm_and_task_state``) gets them for these
+transitions too.
 """
 
 import functools

@@ -63,8 +63,14 @@ def is_interface(patch):
     return '-interface-' in patch.name
 
 
+def is_enum(patch):
+    """This product's values added to a Nova enum: no hook call."""
+    return '-enum-' in patch.name
+
+
 def routed_files(patches):
-    return set(rel for p in patches if not is_fix(p) and not is_interface(p)
+    return set(rel for p in patches
+               if not is_fix(p) and not is_interface(p) and not is_enum(p)
                for rel in p.paths())
 
 
@@ -309,6 +315,36 @@ class TestSeriesContract(testtools.TestCase):
                     self.assertTrue(any(
                         'def %s(' % name in ''.join(self.patched[other])
                         for other in routed), name)
+
+    def test_enum_patches_add_only_this_products_values(self):
+        # Each line an enum patch adds is a comment, a constant whose value
+        # is one of the accelerator actions' task states, or those
+        # constants' names added to the enum's ALL; nothing is removed but
+        # the line ALL's members end on.
+        from nova_cyborg import rpc
+        enums = [p for p in self.patches if is_enum(p)]
+        self.assertNotEqual([], enums)
+        values = set(rpc.TASK_STATES.values())
+        for patch in enums:
+            names = set()
+            for fp in patch.files:
+                for hunk in fp.hunks:
+                    for tag, text in hunk.lines:
+                        line = text.strip()
+                        if tag != '+' or not line or line.startswith('#'):
+                            continue
+                        name, sep, value = line.partition(' = ')
+                        if sep:
+                            self.assertIn(ast.literal_eval(value), values,
+                                          line)
+                            names.add(name)
+                        else:
+                            members = {m.strip() for m in line.strip(
+                                '(),').split(',') if m.strip()}
+                            self.assertLessEqual(members - names,
+                                                 {'SHELVING_OFFLOADING',
+                                                  'UNSHELVING'}, line)
+            self.assertEqual(len(values), len(names), patch.name)
 
     def test_moved_nova_code_names_the_hunk(self):
         # One line more at the top of the first file the series changes:
