@@ -11,14 +11,16 @@
         (:mod:`localcloud.pristine`): a mixed cloud.
     down      Stop every process of the cloud; fail if one is left.
     status    Which services run, their memory, where the files are.
-    host stop|start|restart HOST
+    host stop|start|restart [--unpatched] HOST
               Stop one compute host (its nova-compute and sidecar; its
               domains and devices live on, as libvirtd and the kernel
               would) and force its nova-compute service down, as before
               a maintenance or an evacuation; start it again and wait
               until its service is up and its FPGAs are in Placement;
               or both. A failure shows the last lines of the host's log
-              and of cyborg-conductor's.
+              and of cyborg-conductor's. --unpatched: start its
+              nova-compute from pristine Nova (:mod:`localcloud.pristine`),
+              as a compute reverted to unpatched Nova.
     service list
     service stop [--graceful] NAME
     service start [--timeout S] NAME
@@ -59,6 +61,7 @@ from localcloud import cloud
 from localcloud import demo
 from localcloud import hosts
 from localcloud import layout as layout_mod
+from localcloud import pristine
 from localcloud import procs
 from localcloud import services
 from localcloud import stress
@@ -146,9 +149,15 @@ def cmd_host(args):
     layout = _running_layout(args, '--keep')
     if layout is None:
         return 1
+    kwargs = {}
+    if args.unpatched:
+        if args.action == 'stop':
+            _out('ERROR: --unpatched is for start and restart')
+            return 2
+        kwargs['unpatched'] = True
     try:
-        getattr(hosts, args.action)(layout, args.host, out=_out)
-    except (ValueError, procs.ServiceError) as exc:
+        getattr(hosts, args.action)(layout, args.host, out=_out, **kwargs)
+    except (ValueError, procs.ServiceError, pristine.NotPristine) as exc:
         _out('ERROR: %s' % exc)
         return 1
     return 0
@@ -241,6 +250,10 @@ def main(argv=None):
                           'compute host')
     host.add_argument('action', choices=('stop', 'start', 'restart'))
     host.add_argument('host', help='compute1, compute2, ..., compute-old')
+    host.add_argument('--unpatched', action='store_true',
+                      help='start its nova-compute from pristine Nova, as '
+                      'a compute reverted to unpatched Nova (until its '
+                      'next start or restart)')
     host.set_defaults(func=cmd_host)
     service = sub.add_parser('service', help='stop, start or restart one '
                              'service; list them')

@@ -37,10 +37,16 @@ def ready_file(layout, host):
     return layout.path('hosts', host, 'ready')
 
 
-def launch(layout, host):
+def launch(layout, host, unpatched=None):
     """Start the host's process (nova-compute and its sidecar); an
     unpatched host's imports Nova from the pristine copy
-    (:mod:`localcloud.pristine`)."""
+    (:mod:`localcloud.pristine`).
+
+    :param unpatched: True: run this host's nova-compute from the copy,
+        as a compute reverted to unpatched Nova; None: as the layout says.
+    """
+    if unpatched is None:
+        unpatched = host in layout.unpatched_hosts
     sysfs = layout.path('hosts', host, 'sys')
     sidecar = configs.sidecar(layout, host, sysfs)
     try:
@@ -55,7 +61,9 @@ def launch(layout, host):
         '--ready-file', ready_file(layout, host),
         '--cloud-dir', layout.root]
     env = None
-    if host in layout.unpatched_hosts:
+    if unpatched:
+        if not os.path.isdir(pristine.directory(layout)):
+            pristine.prepare(layout)
         # Pristine Nova first on the path; the process checks it.
         argv += ['--pristine-nova', pristine.directory(layout)]
         env = pristine.environment(layout)
@@ -212,8 +220,11 @@ def stop(layout, host, out=print):
         host, 'stopped' if stopped else 'was not running'))
 
 
-def start(layout, host, out=print, timeout=TIMEOUT):
-    """Start the host again and wait until it is ready; returns seconds."""
+def start(layout, host, out=print, timeout=TIMEOUT, unpatched=None):
+    """Start the host again and wait until it is ready; returns seconds.
+
+    :param unpatched: see :func:`launch`.
+    """
     _check_host(layout, host)
     if host in procs.running(layout):
         raise ValueError('%s: already running ("host stop %s" or "host '
@@ -222,14 +233,16 @@ def start(layout, host, out=print, timeout=TIMEOUT):
     conn = identity.admin_connection(layout)
     service = compute_services(conn).get(host)
     since = {host: service.get('updated_at') if service else None}
-    proc = launch(layout, host)
+    proc = launch(layout, host, unpatched=unpatched)
     wait(layout, conn, {host: proc}, since=since, timeout=timeout)
     seconds = time.monotonic() - started
-    out('%s: started; nova-compute up, %d FPGA(s) in Placement (%.1f s)' % (
-        host, layout.pfs, seconds))
+    out('%s: started%s; nova-compute up, %d FPGA(s) in Placement (%.1f s)'
+        % (host, ' (unpatched Nova)' if unpatched else '', layout.pfs,
+           seconds))
     return seconds
 
 
-def restart(layout, host, out=print, timeout=TIMEOUT):
+def restart(layout, host, out=print, timeout=TIMEOUT, unpatched=None):
     stop(layout, host, out=out)
-    return start(layout, host, out=out, timeout=timeout)
+    return start(layout, host, out=out, timeout=timeout,
+                 unpatched=unpatched)

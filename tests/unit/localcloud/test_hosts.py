@@ -243,7 +243,7 @@ class CommandsTest(HostsTestCase):
             hosts, 'launch')).mock
         wait = self.useFixture(fixtures.MockPatchObject(hosts, 'wait')).mock
         hosts.start(self.layout, 'compute1', out=self.out.append)
-        launch.assert_called_once_with(self.layout, 'compute1')
+        launch.assert_called_once_with(self.layout, 'compute1', unpatched=None)
         wait.assert_called_once_with(
             self.layout, self.cloud, {'compute1': launch.return_value},
             since={'compute1': '2026-01-01T00:00:10'}, timeout=hosts.TIMEOUT)
