@@ -27,13 +27,15 @@ EVACUATE_MICROVERSION = '2.68'
 class MixedEvacuateTest(base.CloudTestCase):
 
     def setUp(self):
-        super().setUp()
-        running = procs.running(self.layout)
-        old = [h for h in self.layout.unpatched_hosts if h in running]
+        # Before the owner's project is made: the tempest env skips it.
+        running = procs.running(self.layout) if self.layout else {}
+        old = [h for h in getattr(self.layout, 'unpatched_hosts', [])
+               if h in running]
         if not old:
             self.skipTest('no unpatched compute runs in this cloud '
                           '("python -m localcloud up --unpatched-computes '
                           '1")')
+        super().setUp()
         self.old = old[0]
         self.patched = [h for h in self.layout.hosts
                         if h not in self.layout.unpatched_hosts]

@@ -30,12 +30,14 @@ MICROVERSION = '2.68'
 class RevertedComputeTest(base.CloudTestCase):
 
     def setUp(self):
-        super().setUp()
-        running = procs.running(self.layout)
-        if not [h for h in self.layout.unpatched_hosts if h in running]:
+        # Before the owner's project is made: the tempest env skips it.
+        running = procs.running(self.layout) if self.layout else {}
+        if not [h for h in getattr(self.layout, 'unpatched_hosts', [])
+                if h in running]:
             self.skipTest('not a mixed cloud with its unpatched compute '
                           'running ("python -m localcloud up '
                           '--unpatched-computes 1")')
+        super().setUp()
 
     def node(self, host):
         return self._placement('/resource_providers?name=%s' % host)[
