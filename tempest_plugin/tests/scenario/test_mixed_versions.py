@@ -245,6 +245,15 @@ class MixedVersionsTest(base.AdminMoveTest):
                 'OS-EXT-STS:task_state'),
             'unshelve of %s to %s to end' % (server_id, self.old))
         self.assert_not_accelerated(server_id, profile, 'SHELVED_OFFLOADED')
+        # What the owner sees: the unshelve action's scheduling failed.
+        unshelve = [a for a in self.servers_client.list_instance_actions(
+            server_id)['instanceActions'] if a['action'] == 'unshelve']
+        events = self.admin_servers_client.show_instance_action(
+            server_id, unshelve[0]['request_id'])['instanceAction'][
+                'events']
+        LOG.info('unshelve of server %s to %s: %s', server_id, self.old,
+                 events)
+        self.assertIn('Error', [e.get('result') for e in events], events)
         self.servers_client.unshelve_server(server_id)
         self.wait_for_status(server_id, 'ACTIVE')
         unshelved = self.state(server_id, profile)
