@@ -4,8 +4,8 @@ Creating an ARQ needs only the flavor's device profile, not a host, so
 ``ComputeTaskManager.schedule_and_build_instances()`` starts creating the
 ARQs of each new server whose flavor names a device profile before it asks
 the scheduler for hosts (:func:`start`), in Nova's default thread pool
-(``nova.thread_pool_factory``: native threads, or green threads when Nova
-runs with eventlet). ``nova_cyborg.conductor`` takes them
+(:func:`nova_cyborg.compat.spawn`: native threads, or green threads when
+Nova runs with eventlet). ``nova_cyborg.conductor`` takes them
 (:func:`take`) once the host is known, and binds them; the creation's
 failure is raised there, and handled as a failed create always was.
 
@@ -45,10 +45,9 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
 
-from nova import thread_pool_factory
-
 from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
+from nova_cyborg import compat
 
 LOG = logging.getLogger(__name__)
 
@@ -140,8 +139,7 @@ def take(instance_uuid):
 
 def _spawn(func, *args):
     try:
-        return thread_pool_factory.spawn_on(
-            thread_pool_factory.ExecutorType.DEFAULT, func, *args)
+        return compat.spawn(func, *args)
     except RuntimeError as e:
         # The pool is shutting down: done in the caller's thread instead.
         LOG.warning('Not starting %s in a thread: %s', func.__name__, e)

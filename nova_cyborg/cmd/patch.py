@@ -13,175 +13,47 @@
 """nova-cyborg-patch: apply, check or revert the Nova patch series.
 
 The series in ``patches/nova-<version>/`` routes an installed Nova into
-nova_cyborg. A Nova point release with no series of its own (a stable
-update: 34.0.2 where the series was made on 34.0.0) is judged by content:
-the series of its release (same major version) is used when every region
-it changes is unchanged, wherever the update moved it (up to
-:data:`MAX_OFFSET` lines; :mod:`nova_cyborg.cmd._unidiff`); otherwise the
-tool refuses, naming the file, the hunk and the line that changed. Exit
+nova_cyborg: one per supported release (``nova-34.0.0``, ``nova-33.0.2``).
+A Nova point release with no series of its own (a stable update: 34.0.2
+where the series was made on 34.0.0) is judged by content: the series of
+its release (same major version) is used when every region it changes is
+unchanged, wherever the update moved it (up to :data:`MAX_OFFSET` lines;
+:mod:`nova_cyborg.cmd._unidiff`); otherwise the tool refuses, naming the
+file, the hunk and the line that changed. ``check`` also says, for every
+series, whether it fits the tree's content (:func:`fitting_series`). Exit
 codes: 0 success, 1 failure (conflict, partially applied tree, I/O
 error), 2 unsupported or unknown Nova version, or a point release the
 series does not fit (or bad usage).
 """
 
 import argparse
-import email.parser
-import glob
-import importlib.metadata
-import importlib.util
 import os
-import re
-import site
 import sys
 
 from nova_cyborg.cmd import _series
 from nova_cyborg.cmd import aliases as alias_check
+# The release selection, as this module has always offered it.
+from nova_cyborg.cmd._releases import choose_series
+from nova_cyborg.cmd._releases import default_patches_dir
+from nova_cyborg.cmd._releases import default_target
+from nova_cyborg.cmd._releases import fitting_series
+from nova_cyborg.cmd._releases import installed_series  # noqa: F401
+from nova_cyborg.cmd._releases import MAX_OFFSET  # noqa: F401
+from nova_cyborg.cmd._releases import nova_version
+from nova_cyborg.cmd._releases import UnsupportedVersion
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNSUPPORTED = 2
-#: How far (in lines) a point release may have moved a patched region.
-MAX_OFFSET = 1000
 
 
-class UnsupportedVersion(Exception):
-    """No patch series for the Nova found, or its version is unknown."""
-
-
-def default_target():
-    """The directory holding the importable ``nova`` package.
-
-    importlib.util.find_spec() on a top-level name locates the package
-    without importing it.
-    """
-    spec = importlib.util.find_spec('nova')
-    if spec is None or not spec.submodule_search_locations:
-        raise _series.SeriesError('cannot find the nova package; '
-                                  'use --target')
-    return os.path.dirname(os.path.abspath(
-        list(spec.submodule_search_locations)[0]))
-
-
-def default_patches_dir():
-    """patches/ of a source checkout, else the installed data files."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    checkout = os.path.dirname(os.path.dirname(here))
-    candidates = [
-        os.path.join(prefix, 'share', 'nova-cyborg', 'patches')
-        for prefix in (sys.prefix, site.getuserbase())]
-    if os.path.isfile(os.path.join(checkout, 'setup.cfg')):
-        candidates.insert(0, os.path.join(checkout, 'patches'))
-    for candidate in candidates:
-        if os.path.isdir(candidate):
-            return candidate
-    raise _series.SeriesError('cannot find the patches directory (looked in '
-                              '%s); use --patches-dir' % ', '.join(candidates))
-
-
-def _metadata_versions(target):
-    """Versions of 'nova' in the dist-info/egg-info next to target."""
-    versions = set()
-    found = (glob.glob(os.path.join(target, 'nova-*.dist-info', 'METADATA')) +
-             glob.glob(os.path.join(target, 'nova-*.egg-info', 'PKG-INFO')))
-    for path in found:
-        with open(path, encoding='utf-8', errors='replace') as f:
-            headers = email.parser.HeaderParser().parse(f)
-        name = re.sub(r'[-_.]+', '-', (headers.get('Name') or '').lower())
-        if name == 'nova' and headers.get('Version'):
-            versions.add(headers['Version'].strip())
-    return versions
-
-
-def nova_version(target):
-    versions = _metadata_versions(target)
-    if len(versions) > 1:
-        raise UnsupportedVersion('several Nova versions are recorded in %s: '
-                                 '%s' % (target, ', '.join(sorted(versions))))
-    if versions:
-        return versions.pop()
-    try:
-        if os.path.samefile(target, default_target()):
-            return importlib.metadata.version('nova')
-    except (OSError, _series.SeriesError,
-            importlib.metadata.PackageNotFoundError):
-        pass
-    raise UnsupportedVersion('cannot determine the Nova version of %s '
-                             '(no nova-*.dist-info there)' % target)
-
-
-def _supported(patches_dir):
-    supported = sorted(
-        os.path.basename(d)[len('nova-'):] for d in
-        glob.glob(os.path.join(patches_dir, 'nova-*'))
-        if os.path.isfile(os.path.join(d, 'series')))
-    if not supported:
-        raise _series.SeriesError('no nova-<version>/series in %s'
-                                  % patches_dir)
-    return supported
-
-
-def _release(version):
-    return version.split('.', 1)[0]
-
-
-def series_dir(patches_dir, version):
-    """The series made on this exact Nova version.
-
-    :raises: UnsupportedVersion when there is none.
-    """
-    path = os.path.join(patches_dir, 'nova-%s' % version)
-    if os.path.isfile(os.path.join(path, 'series')):
-        return path
-    raise UnsupportedVersion(
-        'nova-cyborg supports Nova %s; found %s; no patch series for it'
-        % (', '.join(_supported(patches_dir)), version))
-
-
-def _version_key(version):
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split('.'))
-
-
-def choose_series(patches_dir, version, target):
-    """``(series directory, patches, max_offset, note)`` for this Nova.
-
-    The series of the exact version if there is one (hunks where their
-    headers say); else the newest series of the same release whose every
-    hunk is found unchanged in the tree (a stable point release), with
-    the note that says so.
-
-    :raises: UnsupportedVersion naming what changed, or the versions
-        supported.
-    """
-    try:
-        path = series_dir(patches_dir, version)
-        return path, _series.load_series(path), 0, None
-    except UnsupportedVersion as exc:
-        unsupported = exc
-    same_release = sorted(
-        (v for v in _supported(patches_dir)
-         if _release(v) == _release(version)),
-        key=_version_key, reverse=True)
-    refusals = []
-    for candidate in same_release:
-        path = os.path.join(patches_dir, 'nova-%s' % candidate)
-        patches = _series.load_series(path)
-        evaluation = _series.Evaluation(target, patches,
-                                        max_offset=MAX_OFFSET)
-        if evaluation.state() != _series.CONFLICTING:
-            return path, patches, MAX_OFFSET, (
-                'Nova %s has no series of its own; the series of Nova %s '
-                'fits its content: every region it changes is unchanged.'
-                % (version, candidate))
-        refusals.append('the series of Nova %s does not fit it:\n  %s' % (
-            candidate, '\n  '.join(
-                _series.first_mismatches(target, patches, MAX_OFFSET) or
-                ['%s: %s' % (r.patch.name, r.detail)
-                 for r in evaluation.ordered
-                 if r.status == _series.CONFLICT])))
-    if not refusals:
-        raise unsupported
-    raise UnsupportedVersion('Nova %s has no series of its own, and %s'
-                             % (version, '\nand '.join(refusals)))
+def _report_fits(patches_dir, target, out):
+    out.write('Series by content (whatever the version says):\n')
+    for version, state, detail in fitting_series(patches_dir, target):
+        if state == _series.CONFLICTING:
+            out.write('  nova-%s: does not fit: %s\n' % (version, detail))
+        else:
+            out.write('  nova-%s: fits (%s)\n' % (version, state))
 
 
 def _report(evaluation, out):
@@ -223,6 +95,7 @@ def cmd_check(args, patches, out):
     evaluation = _series.Evaluation(args.target, patches,
                                     max_offset=args.max_offset)
     _report(evaluation, out)
+    _report_fits(args.patches_dir, args.target, out)
     if evaluation.state() in (_series.FULLY_APPLIED, _series.NOT_APPLIED):
         return EXIT_OK
     return EXIT_FAILED
@@ -383,16 +256,19 @@ def main(argv=None, out=None):
         args.target = os.path.abspath(args.target or default_target())
         if not os.path.isdir(os.path.join(args.target, 'nova')):
             raise _series.SeriesError('no nova package in %s' % args.target)
+        args.patches_dir = os.path.abspath(
+            args.patches_dir or default_patches_dir())
         args.version = nova_version(args.target)
         args.series_dir, patches, args.max_offset, note = choose_series(
-            os.path.abspath(args.patches_dir or default_patches_dir()),
-            args.version, args.target)
+            args.patches_dir, args.version, args.target)
         if note:
             out.write(note + '\n')
         return args.func(args, patches, out)
     except UnsupportedVersion as exc:
         sys.stderr.write('nova-cyborg-patch: %s; nothing was changed.\n'
                          % exc)
+        if args.func is cmd_check and args.patches_dir:
+            _report_fits(args.patches_dir, args.target, out)
         return EXIT_UNSUPPORTED
     except (_series.SeriesError, OSError) as exc:
         sys.stderr.write('nova-cyborg-patch: %s\n' % exc)

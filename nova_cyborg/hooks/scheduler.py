@@ -2,8 +2,13 @@
 (patches 0005 and 0014).
 """
 
+import nova.conf
+
 from nova_cyborg import capability
+from nova_cyborg import compat
 from nova_cyborg import scheduler
+
+CONF = nova.conf.CONF
 
 
 def claim(context, placement_client, spec_obj, instance_uuid, candidates,
@@ -32,8 +37,12 @@ def require_trait(request_spec):
     a compute that does not serve nova-cyborg. Nothing for a request
     without a device profile.
 
+    On a Nova without the ``OWNER_NOVA`` prefilter (Nova 33) with PCI in
+    Placement on, warns once (:mod:`nova_cyborg.compat`).
+
     :param request_spec: the nova.objects.RequestSpec; changed in place.
     """
+    compat.warn_without_owner_prefilter(CONF)
     capability.require(request_spec)
 
 

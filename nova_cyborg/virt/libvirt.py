@@ -6,7 +6,9 @@ nova_cyborg.hooks.libvirt, where upstream reads ``accel_info`` itself:
 * ``_get_guest_config``: :func:`pci_arqs` replaces the filtering of
   ``accel_info`` by ``attach_handle_type``;
 * ``_guest_add_accel_pci_devices``: :func:`add_pci_hostdevs`;
-* ``_allocate_cyborg_mdevs``: :func:`allocate_mdevs`;
+* ``_allocate_cyborg_mdevs`` (Nova 34; on Nova 33, where the driver
+  makes no Cyborg mdevs, ``spawn`` and ``_hard_reboot``):
+  :func:`allocate_mdevs`;
 * ``suspend`` and ``resume``: :func:`detach_pci_hostdevs` and
   :func:`attach_pci_hostdevs`.
 
@@ -28,6 +30,7 @@ from nova.virt.libvirt import guest as libvirt_guest
 from nova.virt.libvirt import utils as libvirt_utils
 
 from nova_cyborg import attach_handle
+from nova_cyborg import compat
 from nova_cyborg import exception
 from nova_cyborg.objects import accelerator_request as arq_obj
 from nova_cyborg.virt import domain_devices
@@ -141,7 +144,7 @@ def allocate_mdevs(driver, accel_info):
         handle = arq.attach_handle
         parent = handle.address.libvirt_name
         domain, bus, slot, function = handle.address.hex_parts
-        driver._warn_if_nova_managed({
+        compat.warn_if_nova_managed(driver, {
             'domain': domain, 'bus': bus, 'device': slot,
             'function': function, 'asked_type': handle.mdev_type})
         # mdev_<uuid>_<parent address>, as upstream builds it (nova's

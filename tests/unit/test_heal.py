@@ -16,6 +16,7 @@ from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_cyborg.cmd import _unidiff
+from nova_cyborg.cmd import patch as patch_tool
 from nova_cyborg import heal
 from tests.unit import test_client
 
@@ -189,9 +190,12 @@ class MissingAllocationsTest(HealTestBase):
         self.assertIn('--force', exc.format_message())
 
 
+# Of the series the patch tool picks for the installed Nova.
 PATCH_0008 = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(__file__))), 'patches',
-    'nova-34.0.0', '0008-manage-heal-accelerator-allocations.patch')
+    patch_tool.installed_series(os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        'patches'))[0],
+    '0008-manage-heal-accelerator-allocations.patch')
 
 
 def _patched_manage():

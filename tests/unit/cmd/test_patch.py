@@ -30,7 +30,31 @@ from nova_cyborg.cmd import patch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 PATCHES = os.path.join(REPO, 'patches')
-VERSION = '34.0.0'
+#: Every release with a series of its own.
+SUPPORTED = sorted(os.path.basename(d)[len('nova-'):]
+                   for d in os.listdir(PATCHES) if d.startswith('nova-'))
+
+
+def installed_nova_dir():
+    """site-packages (or wherever) holding the installed nova package."""
+    spec = importlib.util.find_spec('nova')
+    return os.path.dirname(list(spec.submodule_search_locations)[0])
+
+
+def _installed_release():
+    """The series these tests use: the installed Nova's (tox -e py3:
+    34.0.0, tox -e py3-nova33: 33.0.2), else 34.0.0."""
+    try:
+        version = patch.nova_version(installed_nova_dir())
+    except patch.UnsupportedVersion:
+        return '34.0.0'
+    return version if version in SUPPORTED else '34.0.0'
+
+
+VERSION = _installed_release()
+#: The release's next stable point release, which has no series.
+POINT_RELEASE = '%s.%d' % (VERSION.rsplit('.', 1)[0],
+                           int(VERSION.rsplit('.', 1)[1]) + 1)
 SERIES_DIR = os.path.join(PATCHES, 'nova-%s' % VERSION)
 PATCH_LIST = _series.load_series(SERIES_DIR)
 SERIES = [p.name for p in PATCH_LIST]
@@ -47,12 +71,6 @@ def first_patch_on(rel):
         for fp in p.files:
             if fp.target() == rel:
                 return p, fp
-
-
-def installed_nova_dir():
-    """site-packages (or wherever) holding the installed nova package."""
-    spec = importlib.util.find_spec('nova')
-    return os.path.dirname(list(spec.submodule_search_locations)[0])
 
 
 def write_metadata(target, version):
@@ -250,11 +268,12 @@ class TestApplyRevert(NovaCopyTestCase):
     def test_wrong_version_exits_2_and_changes_nothing(self):
         shutil.rmtree(os.path.join(self.target, 'nova-%s.dist-info'
                                    % VERSION))
-        write_metadata(self.target, '33.0.0')
+        write_metadata(self.target, '30.0.0')
         for command in ('apply', 'check', 'revert', 'status'):
             rc, out, err = self.run_tool(command)
             self.assertEqual(2, rc)
-            self.assertIn('nova-cyborg supports Nova 34.0.0; found 33.0.0; '
+            self.assertIn('nova-cyborg supports Nova %s; found 30.0.0; '
+                          % ', '.join(SUPPORTED) +
                           'no patch series for it', err)
         self.assertUnchanged()
 
@@ -340,7 +359,8 @@ class TestApplyRevert(NovaCopyTestCase):
 
 
 class TestInstalledPristineNova(NovaCopyTestCase):
-    """The series against a full copy of the installed Nova 34.0.0."""
+    """The series against a full copy of the installed Nova (34.0.0, or
+    33.0.2 in tox -e py3-nova33)."""
 
     full_copy = True
 

@@ -6,7 +6,8 @@ above them adds lines). The series of its release applies there and
 reverts byte for byte; a point release that changed a patched region is
 refused, naming the file, the hunk and the line; another release is
 refused as before. The point releases here are copies of the installed
-Nova 34.0.0 changed the way a stable update changes files.
+Nova (34.0.0, or 33.0.2 in tox -e py3-nova33) changed the way a stable
+update changes files.
 """
 
 import os
@@ -26,7 +27,7 @@ class PointReleaseTest(test_patch.NovaCopyTestCase):
         self.require_pristine_source()
         shutil.rmtree(os.path.join(self.target, 'nova-%s.dist-info'
                                    % test_patch.VERSION))
-        test_patch.write_metadata(self.target, '34.0.1')
+        test_patch.write_metadata(self.target, test_patch.POINT_RELEASE)
 
     def edit(self, rel, change):
         path = os.path.join(self.target, rel)
@@ -46,8 +47,9 @@ class PointReleaseTest(test_patch.NovaCopyTestCase):
         before = self.moved()
         rc, out, err = self.run_tool('check')
         self.assertEqual(0, rc, err)
-        self.assertIn('Nova 34.0.1 has no series of its own; the series of '
-                      'Nova 34.0.0 fits its content', out)
+        self.assertIn('Nova %s has no series of its own; the series of '
+                      'Nova %s fits its content'
+                      % (test_patch.POINT_RELEASE, test_patch.VERSION), out)
         self.assertIn('Series state: not applied', out)
 
         rc, out, err = self.run_tool('apply')
@@ -84,8 +86,9 @@ class PointReleaseTest(test_patch.NovaCopyTestCase):
 
         rc, out, err = self.run_tool('apply')
         self.assertEqual(2, rc)
-        self.assertIn('Nova 34.0.1 has no series of its own, and the series '
-                      'of Nova 34.0.0 does not fit it', err)
+        self.assertIn('Nova %s has no series of its own, and the series '
+                      'of Nova %s does not fit it'
+                      % (test_patch.POINT_RELEASE, test_patch.VERSION), err)
         self.assertIn('%s: %s: hunk #1' % (patch.name, fp.target()), err)
         self.assertIn('line %d: expected %r, found %r' % (
             index + 1, old.rstrip('\n'),
@@ -94,9 +97,11 @@ class PointReleaseTest(test_patch.NovaCopyTestCase):
         self.assertUnchanged(changed)
 
     def test_another_release_is_refused(self):
-        shutil.rmtree(os.path.join(self.target, 'nova-34.0.1.dist-info'))
+        shutil.rmtree(os.path.join(self.target, 'nova-%s.dist-info'
+                                   % test_patch.POINT_RELEASE))
         test_patch.write_metadata(self.target, '35.0.0')
         rc, _out, err = self.run_tool('apply')
         self.assertEqual(2, rc)
-        self.assertIn('nova-cyborg supports Nova 34.0.0; found 35.0.0', err)
+        self.assertIn('nova-cyborg supports Nova %s; found 35.0.0'
+                      % ', '.join(test_patch.SUPPORTED), err)
         self.assertUnchanged()

@@ -1,0 +1,126 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What differs between the Nova releases nova-cyborg runs on.
+
+nova-cyborg supports Nova 34.0.x (2026.2) and Nova 33.0.x (2026.1, with
+Cyborg 16.0.x). Each difference the project's code meets is decided here,
+by looking at what the installed Nova has (a module, a function, a
+method), never by its version string, so that a stable update or a
+backport is judged by what it contains:
+
+* :func:`spawn`: Nova 34 runs background work in its named thread pools
+  (``nova.thread_pool_factory``); Nova 33 has one default pool behind
+  ``nova.utils.spawn``.
+* :func:`driver_allocates_cyborg_mdevs`: the libvirt driver of Nova 34
+  creates the mediated devices of Cyborg's MDEV attach handles
+  (``LibvirtDriver._allocate_cyborg_mdevs``, which patch 0004a routes to
+  nova_cyborg); Nova 33's does not, and its series calls
+  ``nova_cyborg.hooks.libvirt.add_accelerator_mdevs`` where Nova 34 calls
+  that method.
+* :func:`warn_if_nova_managed`: Nova 34 warns when a GPU Cyborg manages
+  is also in Nova's own ``[mdev_*]`` configuration; Nova 33 has no such
+  check (nothing is logged).
+* :func:`owner_nova_prefilter`: Nova 34's scheduler requires the
+  ``OWNER_NOVA`` trait on the compute node and on PCI-in-Placement
+  groups, so Nova's own PCI requests never land on providers another
+  service (the sidecar) reports. Nova 33 has no such prefilter:
+  :func:`warn_without_owner_prefilter` says so once when PCI in Placement
+  is on (install guide, "Supported releases").
+
+Nothing else in the project asks which Nova it runs on.
+"""
+
+import functools
+import importlib
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+
+def _module(name):
+    """The module ``name`` of the installed Nova, or None if it has none."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_pool_factory():
+    return _module('nova.thread_pool_factory')
+
+
+def spawn(func, *args):
+    """Run ``func(*args)`` in Nova's default thread pool.
+
+    Native threads, or green threads when Nova runs with eventlet; the
+    request context of the caller's thread is carried over, as Nova does.
+
+    :returns: a futurist Future.
+    :raises: RuntimeError when the pool is shutting down.
+    """
+    factory = _thread_pool_factory()
+    if factory is not None:
+        return factory.spawn_on(factory.ExecutorType.DEFAULT, func, *args)
+    from nova import utils
+    return utils.spawn(func, *args)
+
+
+def driver_allocates_cyborg_mdevs(driver):
+    """Whether the libvirt driver creates Cyborg's mediated devices itself
+    (``_allocate_cyborg_mdevs``; Nova 34)."""
+    return callable(getattr(driver, '_allocate_cyborg_mdevs', None))
+
+
+def warn_if_nova_managed(driver, attach_handle_info):
+    """Nova's warning for a GPU both Cyborg and Nova's ``[mdev_*]``
+    configuration manage, where the driver has it (Nova 34)."""
+    warn = getattr(driver, '_warn_if_nova_managed', None)
+    if callable(warn):
+        warn(attach_handle_info)
+
+
+def owner_nova_prefilter():
+    """Whether Nova's scheduler keeps its own PCI requests off providers
+    other services report (the ``owner_nova_filter`` prefilter; Nova 34)."""
+    request_filter = _module('nova.scheduler.request_filter')
+    return callable(getattr(request_filter, 'owner_nova_filter', None))
+
+
+_warned = []
+
+
+def warn_without_owner_prefilter(conf):
+    """Log once, as a warning, that Nova's PCI requests are not kept off
+    the sidecar's providers: Nova without the ``OWNER_NOVA`` prefilter and
+    ``[filter_scheduler] pci_in_placement`` on.
+
+    :param conf: Nova's configuration.
+    :returns: True if it warned (now or before).
+    """
+    if _warned:
+        return True
+    if owner_nova_prefilter():
+        return False
+    if not conf.filter_scheduler.pci_in_placement:
+        return False
+    _warned.append(True)
+    LOG.warning(
+        'This Nova has no OWNER_NOVA scheduling prefilter (Nova 34 has '
+        'it) and [filter_scheduler] pci_in_placement is on: a PCI alias '
+        'whose resource class is also one a device the nova-cyborg '
+        'sidecar reports could be placed on that device. Keep the '
+        'devices the sidecar manages out of Nova\'s [pci] device_spec and '
+        'give Nova\'s PCI devices resource classes of their own.')
+    return True
