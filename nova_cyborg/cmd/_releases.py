@@ -190,8 +190,12 @@ def fitting_series(patches_dir, target):
         try:
             patches = _series.load_series(
                 os.path.join(patches_dir, 'nova-%s' % version))
-            state = _series.Evaluation(target, patches,
-                                       max_offset=MAX_OFFSET).state()
+            # Where its headers say first (an applied series' hunks may
+            # also be found elsewhere in a moved window), then moved.
+            state = _series.Evaluation(target, patches).state()
+            if state == _series.CONFLICTING:
+                state = _series.Evaluation(target, patches,
+                                           max_offset=MAX_OFFSET).state()
             detail = ''
             if state == _series.CONFLICTING:
                 detail = '; '.join(_series.first_mismatches(

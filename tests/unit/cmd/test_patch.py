@@ -60,8 +60,11 @@ PATCH_LIST = _series.load_series(SERIES_DIR)
 SERIES = [p.name for p in PATCH_LIST]
 TOUCHED = sorted(set(rel for p in PATCH_LIST for rel in p.paths()))
 # Files changed by patches that route into nova_cyborg.hooks (the others
-# only by fixes of upstream bugs, named *-fix-*).
-ROUTED = sorted(set(rel for p in PATCH_LIST if '-fix-' not in p.name
+# only by fixes of upstream bugs, *-fix-*, values added to Nova's enums,
+# *-enum-*, or methods added to Nova's interfaces, *-interface-*).
+ROUTED = sorted(set(rel for p in PATCH_LIST
+                    if not any(kind in p.name for kind in
+                               ('-fix-', '-enum-', '-interface-'))
                     for rel in p.paths()))
 
 
