@@ -2,6 +2,11 @@
 them, written from the kernel's ABI documents and drivers, not from what
 the sidecar reads.
 
+A card has 1 to 4 ports (``MAX_DFL_FPGA_PORT_NUM``, drivers/fpga/dfl.h;
+the listed families ship one): each port has its own bridge, PR region
+and ``afu_id``, and is programmed on its own (``port_id`` of
+``DFL_FPGA_FME_PORT_PR``).
+
 A card is data (:data:`PROFILES`, :class:`DflCard`); :class:`DflHost`
 adds its PCI functions to a :class:`sidecar_simulator.host.SimulatedHost`
 and writes, after the host's own tree, what the DFL drivers register.
@@ -23,12 +28,12 @@ PR region ``Y``, manager ``fpgaM`` and port id ``m`` on PCI function
         id, afu_id, errors/*                  sysfs-platform-dfl-port
     /dev/dfl-fme.n, /dev/dfl-port.m           dfl.c (dfl_chrdevs), dfl.rst
 
-With ``sriov`` the port is released (``DFL_FPGA_FME_PORT_RELEASE``,
+With ``sriov`` every port is released (``DFL_FPGA_FME_PORT_RELEASE``,
 include/uapi/linux/fpga-dfl.h): its platform device leaves the PF's
 base region (dfl.c ``dfl_fpga_cdev_release_port``), ``sriov_numvfs``
 equals the released ports (dfl.c ``dfl_fpga_cdev_config_ports_vf``),
 and dfl-pci enumerates each VF's own feature list: a base region under
-the VF with the port in it (dfl-pci.c ``cci_enumerate_feature_devs``,
+the VF with one port in it (VF *i* serves port *i* here) (dfl-pci.c ``cci_enumerate_feature_devs``,
 Documentation/fpga/dfl.rst "Device Feature List (DFL) Framework
 Overview" / "Add new FIUs support" / virtualization section).
 """
@@ -55,7 +60,8 @@ SOURCES = {
                    'drivers/fpga/fpga-region.c (class fpga_region, '
                    'region%d); Documentation/fpga/dfl.rst',
     'fme': 'drivers/fpga/dfl.c build_info_create_dev (parent: the base '
-           'region); Documentation/ABI/testing/sysfs-platform-dfl-fme',
+           'region); Documentation/ABI/testing/sysfs-platform-dfl-fme '
+           '(ports_num: 1 to MAX_DFL_FPGA_PORT_NUM 4, drivers/fpga/dfl.h)',
     'fme_errors': 'Documentation/ABI/testing/sysfs-platform-dfl-fme '
                   '(errors/*); drivers/fpga/dfl-fme-error.c',
     'manager': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_mgr '
@@ -66,11 +72,16 @@ SOURCES = {
     'bridge': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_bridge '
               '(PLATFORM_DEVID_AUTO); drivers/fpga/fpga-bridge.c; '
               'Documentation/ABI/testing/sysfs-class-fpga-bridge',
-    'pr_region': 'drivers/fpga/dfl-fme-pr.c dfl_fme_create_region '
-                 '(dfl-fme-region.<bridge id>); drivers/fpga/'
+    'pr_region': 'drivers/fpga/dfl-fme-pr.c pr_mgmt_init (a bridge and '
+                 'a region for each implemented port) and '
+                 'dfl_fme_create_region (dfl-fme-region.<bridge id>); '
+                 'drivers/fpga/'
                  'dfl-fme-region.c (compat_id: the manager\'s); '
                  'Documentation/ABI/testing/sysfs-class-fpga-region',
-    'port': 'drivers/fpga/dfl.c build_info_create_dev; '
+    'port': 'drivers/fpga/dfl.c build_info_create_dev; released ports '
+            'and VFs one to one: dfl.c dfl_fpga_cdev_config_ports_vf '
+            '(released_port_num != num_vfs: -EINVAL), called by '
+            'dfl-pci.c cci_pci_sriov_configure; '
             'Documentation/ABI/testing/sysfs-platform-dfl-port; '
             'drivers/fpga/dfl-afu-main.c (afu_id "%016llx%016llx")',
     'port_errors': 'Documentation/ABI/testing/sysfs-platform-dfl-port '
@@ -111,31 +122,60 @@ FME_ERRORS = ('pcie0_errors', 'pcie1_errors', 'nonfatal_errors',
               'catfatal_errors', 'inject_errors', 'fme_errors',
               'first_error', 'next_error')
 PORT_ERRORS = ('errors', 'first_error', 'first_malformed_req')
+#: drivers/fpga/dfl.h MAX_DFL_FPGA_PORT_NUM: the ports one FME may have.
+MAX_PORTS = 4
+
+
+@dataclasses.dataclass
+class DflPortSim:
+    """One port of a card: ``index`` is its number on the card (the
+    port's ``id``, dfl-afu-main.c id_show), ``port_id`` its platform
+    device's id (``dfl-port.<port_id>``)."""
+    index: int
+    afu_id: Optional[str] = None
+    port_id: int = 0
+    pr_region: int = 0
+    bridge: int = 0
+    vf: Optional[str] = None
+    vf_region: Optional[int] = None
 
 
 @dataclasses.dataclass
 class DflCard:
-    """One DFL card with one port (all listed families ship one)."""
+    """One DFL card with ``len(ports)`` ports (1 to
+    :data:`MAX_PORTS`). The attributes ``afu_id``, ``port_id``,
+    ``pr_region``, ``bridge``, ``vf`` and ``vf_region`` are port 0's."""
     profile: str
     pf: str
     compat_id: str
-    afu_id: Optional[str] = None
     sriov: bool = False
-    vf: Optional[str] = None
     fme_id: int = 0
-    port_id: int = 0
     base_region: int = 0
-    pr_region: int = 0
-    vf_region: Optional[int] = None
     manager: int = 0
-    bridge: int = 0
+    ports: list = dataclasses.field(default_factory=list)
     errors: dict = dataclasses.field(default_factory=dict)  # relpath: val
 
-    def port_parent(self):
-        """``(function, base region)`` the port is under now."""
+    afu_id = property(lambda self: self.ports[0].afu_id)
+    port_id = property(lambda self: self.ports[0].port_id)
+    pr_region = property(lambda self: self.ports[0].pr_region)
+    bridge = property(lambda self: self.ports[0].bridge)
+    vf = property(lambda self: self.ports[0].vf)
+    vf_region = property(lambda self: self.ports[0].vf_region)
+
+    def port(self, index=0):
+        return self.ports[index]
+
+    def port_parent(self, index=0):
+        """``(function, base region)`` port ``index`` is under now."""
+        port = self.ports[index]
         if self.sriov:
-            return self.vf, self.vf_region
+            return port.vf, port.vf_region
         return self.pf, self.base_region
+
+    def handles(self):
+        """The PCI function each port is reached through, in port order:
+        the PF (one port, no SR-IOV) or the VF serving it."""
+        return [self.port_parent(p.index)[0] for p in self.ports]
 
 
 class DflHost:
@@ -159,29 +199,47 @@ class DflHost:
         return value
 
     def add_card(self, profile, compat_id=simulator.DEFAULT_COMPAT_ID,
-                 afu_id=None, sriov=False, address=None, numa_node=None):
+                 afu_id=None, sriov=False, address=None, numa_node=None,
+                 ports=1):
+        """A card of ``profile`` with ``ports`` ports (SOURCES['ports']),
+        each loaded with ``afu_id`` (one id for all, or a list with one
+        per port). With ``sriov`` every port is released and served by
+        its own VF: VF *i* serves port *i*."""
         ids = PROFILES[profile]
         if sriov and not ids['vf_product_id']:
             raise ValueError('%s: no VF is enumerated by dfl-pci' % profile)
+        if not 1 <= ports <= MAX_PORTS:
+            raise ValueError('a DFL card has 1 to %d ports, not %r'
+                             % (MAX_PORTS, ports))
+        afu_ids = (list(afu_id) if isinstance(afu_id, (list, tuple))
+                   else [afu_id] * ports)
+        if len(afu_ids) != ports:
+            raise ValueError('%d afu ids for %d ports' % (len(afu_ids),
+                                                          ports))
         pf = self.host.add_pf('8086', ids['product_id'], ACCELERATOR_CLASS,
-                              address, 1 if sriov else 0,
+                              address, ports if sriov else 0,
                               ids['vf_product_id'], numa_node)
-        # Probe order: the PF's base region (dfl.c), then the FME's manager,
-        # bridge and PR region (dfl-fme-pr.c pr_mgmt_init), then the port;
-        # the VF is enumerated when SR-IOV is enabled, after the release.
+        # Probe order: the PF's base region (dfl.c), then the FME's manager
+        # and, port by port, a bridge and a PR region (dfl-fme-pr.c
+        # pr_mgmt_init), then the ports; the VFs are enumerated when
+        # SR-IOV is enabled, after the release.
         card = DflCard(profile=profile, pf=pf.address, compat_id=compat_id,
-                       afu_id=afu_id, sriov=sriov,
-                       base_region=self._next('region'),
-                       fme_id=self._next('fme'), manager=self._next('manager'),
-                       bridge=self._next('bridge'))
-        card.pr_region = self._next('region')
-        card.port_id = self._next('port')
+                       sriov=sriov, base_region=self._next('region'),
+                       fme_id=self._next('fme'),
+                       manager=self._next('manager'))
+        for index in range(ports):
+            card.ports.append(DflPortSim(
+                index=index, afu_id=afu_ids[index],
+                bridge=self._next('bridge'), pr_region=self._next('region')))
+        for port in card.ports:
+            port.port_id = self._next('port')
         if sriov:
-            # The released port's platform device keeps its id (dfl.c
-            # dfl_id_alloc): the VF's port is the next one.
-            card.port_id = self._next('port')
-            card.vf = pf.virtfns[0]
-            card.vf_region = self._next('region')
+            # The released ports' platform devices keep their ids (dfl.c
+            # dfl_id_alloc): the VFs' ports take the next ones.
+            for port in card.ports:
+                port.port_id = self._next('port')
+                port.vf = pf.virtfns[port.index]
+                port.vf_region = self._next('region')
         self.cards.append(card)
         return card
 
@@ -202,10 +260,10 @@ class DflHost:
         return self._pci(card.pf, 'fpga_region', 'region%d'
                          % card.base_region, 'dfl-fme.%d' % card.fme_id)
 
-    def port_dir(self, card):
-        function, region = card.port_parent()
+    def port_dir(self, card, index=0):
+        function, region = card.port_parent(index)
         return self._pci(function, 'fpga_region', 'region%d' % region,
-                         'dfl-port.%d' % card.port_id)
+                         'dfl-port.%d' % card.ports[index].port_id)
 
     def _class_device(self, parent, kind, name, files):
         """``parent/<kind>/<name>`` with ``device`` -> parent and the
@@ -230,8 +288,9 @@ class DflHost:
         # SOURCES['fme']
         fme = os.path.join(base, 'dfl-fme.%d' % card.fme_id)
         simulator._write_files(fme, {
-            'ports_num': 1, 'bitstream_id': '0x0', 'bitstream_metadata':
-            '0x0', 'cache_size': 0, 'fabric_version': 0, 'socket_id': 0})
+            'ports_num': len(card.ports), 'bitstream_id': '0x0',
+            'bitstream_metadata': '0x0', 'cache_size': 0,
+            'fabric_version': 0, 'socket_id': 0})
         self._platform(fme)
         # SOURCES['fme_errors']: "0x%llx"
         simulator._write_files(os.path.join(fme, 'errors'), {
@@ -243,60 +302,87 @@ class DflHost:
         self._class_device(mgr_dev, 'fpga_manager', 'fpga%d' % card.manager,
                            {'name': 'DFL FME FPGA Manager',
                             'state': 'unknown', 'status': ''})
-        # SOURCES['bridge']
-        br_dev = os.path.join(fme, 'dfl-fme-br.%d.auto' % card.bridge)
-        self._platform(br_dev)
-        self._class_device(br_dev, 'fpga_bridge', 'br%d' % card.bridge,
-                           {'name': 'DFL FPGA FME Bridge',
-                            'state': 'enabled'})
-        # SOURCES['pr_region']: "%016llx%016llx" of the manager's compat id
-        region_dev = os.path.join(fme, 'dfl-fme-region.%d' % card.bridge)
-        self._platform(region_dev)
-        self._class_device(region_dev, 'fpga_region',
-                           'region%d' % card.pr_region,
-                           {'compat_id': card.compat_id})
-        if card.sriov:
-            # SOURCES['pci'] / ['base_region']: the VF's own base region.
-            self._class_device(self._pci(card.vf), 'fpga_region',
-                               'region%d' % card.vf_region, {})
-        self._write_port(card)
+        for port in card.ports:
+            self._write_pr(card, fme, port)
+        for port in card.ports:
+            if card.sriov:
+                # SOURCES['pci'] / ['base_region']: the VF's own base
+                # region.
+                self._class_device(self._pci(port.vf), 'fpga_region',
+                                   'region%d' % port.vf_region, {})
+            self._write_port(card, port)
         if self.dev_dir:
             # SOURCES['dev_node']
-            for name in ('dfl-fme.%d' % card.fme_id,
-                         'dfl-port.%d' % card.port_id):
+            for name in ['dfl-fme.%d' % card.fme_id] + [
+                    'dfl-port.%d' % p.port_id for p in card.ports]:
                 simulator._write_files(self.dev_dir, {name: ''})
 
-    def _write_port(self, card):
-        port = self.port_dir(card)
+    def _write_pr(self, card, fme, port):
+        """Port ``port``'s bridge and PR region under the FME."""
+        # SOURCES['bridge']
+        br_dev = os.path.join(fme, 'dfl-fme-br.%d.auto' % port.bridge)
+        self._platform(br_dev)
+        self._class_device(br_dev, 'fpga_bridge', 'br%d' % port.bridge,
+                           {'name': 'DFL FPGA FME Bridge',
+                            'state': 'enabled'})
+        # SOURCES['pr_region']: "%016llx%016llx" of the manager's compat
+        # id, the same for every port of the card.
+        region_dev = os.path.join(fme, 'dfl-fme-region.%d' % port.bridge)
+        self._platform(region_dev)
+        self._class_device(region_dev, 'fpga_region',
+                           'region%d' % port.pr_region,
+                           {'compat_id': card.compat_id})
+
+    def _write_port(self, card, port):
+        path = self.port_dir(card, port.index)
         # SOURCES['port']
         # ``id`` is the port's number on its card (dfl-afu-main.c id_show,
         # PORT_CAP_PORT_NUM), not the platform device's id.
-        simulator._write_files(port, {
-            'id': 0, 'afu_id': card.afu_id or NO_AFU,
+        simulator._write_files(path, {
+            'id': port.index, 'afu_id': port.afu_id or NO_AFU,
             'power_state': 0, 'ltr': 0})
-        self._platform(port)
+        self._platform(path)
         # SOURCES['port_errors']
-        simulator._write_files(os.path.join(port, 'errors'), {
-            name: card.errors.get('port/' + name, '0x0')
+        simulator._write_files(os.path.join(path, 'errors'), {
+            name: card.errors.get(self._error_key(port, 'port/' + name),
+                                  '0x0')
             for name in PORT_ERRORS})
+
+    @staticmethod
+    def _error_key(port, relpath):
+        """Port 0's errors keep the key ``port/<file>``."""
+        if port.index and relpath.startswith('port/'):
+            return 'port%d/%s' % (port.index, relpath[len('port/'):])
+        return relpath
 
     # -- mutating ---------------------------------------------------------
 
-    def set_afu_id(self, card, afu_id):
-        """What a partial reconfiguration leaves: the port's new afu_id."""
-        card.afu_id = afu_id
+    def set_afu_id(self, card, afu_id, index=0):
+        """What a partial reconfiguration leaves: port ``index``'s new
+        afu_id."""
+        card.ports[index].afu_id = afu_id
         if self.root is not None:
-            simulator._write(os.path.join(self.port_dir(card), 'afu_id'),
+            simulator._write(os.path.join(self.port_dir(card, index),
+                                          'afu_id'),
                              (afu_id or NO_AFU) + '\n')
+
+    def find_port(self, address):
+        """``(card, port index)`` of the port reached through the PCI
+        function ``address``; KeyError if none is."""
+        for card in self.cards:
+            for index, handle in enumerate(card.handles()):
+                if handle == address:
+                    return card, index
+        raise KeyError('no DFL port is reached through %s' % address)
 
     def fme_pr(self, fme_name, request, arg):
         """An ioctl on ``/dev/<fme_name>`` as drivers/fpga/dfl-fme-pr.c
         ``fme_pr()`` answers DFL_FPGA_FME_PORT_PR: ``arg`` (the request's
         bytes; its buffer address is read in this process) is checked
         (argsz at least the struct, flags 0, port_id below the FME's
-        ports, 1 here), then the PR engine loads the bitstream: one
-        reading ``PR:<afu id>`` sets the port's afu_id, anything else is
-        a hardware error (EIO). Raises OSError as the kernel would."""
+        ports), then the PR engine loads the bitstream into that port:
+        one reading ``PR:<afu id>`` sets the port's afu_id, anything else
+        is a hardware error (EIO). Raises OSError as the kernel would."""
         card = next((c for c in self.cards
                      if 'dfl-fme.%d' % c.fme_id == fme_name), None)
         if card is None:
@@ -304,21 +390,25 @@ class DflHost:
         if request != FME_PORT_PR:
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         argsz, flags, port_id, size, address = PORT_PR.unpack_from(arg)
-        if argsz < PORT_PR.size or flags or port_id >= 1:
+        if argsz < PORT_PR.size or flags or port_id >= len(card.ports):
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         match = _PR_BITSTREAM.fullmatch(ctypes.string_at(address, size))
         if not match:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        self.set_afu_id(card, match.group(1).decode())
+        self.set_afu_id(card, match.group(1).decode(), port_id)
         return 0
 
     def set_error(self, card, relpath, value):
-        """``relpath`` ``fme/<file>`` or ``port/<file>`` (errors/*)."""
+        """``relpath`` ``fme/<file>``, ``port/<file>`` (port 0) or
+        ``port<i>/<file>`` (port *i*) (errors/*)."""
         card.errors[relpath] = value
         if self.root is not None:
             kind, name = relpath.split('/')
-            base = self.fme_dir(card) if kind == 'fme' else \
-                self.port_dir(card)
+            if kind == 'fme':
+                base = self.fme_dir(card)
+            else:
+                index = int(kind[len('port'):] or 0)
+                base = self.port_dir(card, index)
             simulator._write(os.path.join(base, 'errors', name),
                              value + '\n')
 

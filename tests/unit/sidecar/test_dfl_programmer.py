@@ -75,6 +75,20 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self.assertEqual(0, self.requests[0][1]['port_id'])
         self.assertEqual(NEW, self.driver.loaded_function(VF))
 
+    def test_program_one_port_of_several(self):
+        self._card('n6000', sriov=True)
+        card = self.sim.add_card('n6000', sriov=True, ports=3,
+                                 address='0000:82:00.0')
+        self.sim.write(self.sys, self.dev)
+        self.driver.discover()
+        self._write(b'PR:' + NEW.encode())
+        self.programmer.program('0000:82:00.3', self.bitstream)
+        self.assertEqual([('dfl-fme.1', 2)], [
+            (r[0], r[1]['port_id']) for r in self.requests])
+        self.assertEqual([None, None, NEW], [p.afu_id for p in card.ports])
+        self.assertEqual(NEW, self.driver.loaded_function('0000:82:00.3'))
+        self.assertIsNone(self.driver.loaded_function('0000:82:00.1'))
+
     def test_hardware_error_names_the_manager_status(self):
         self._card('d5005')
         self._write(b'garbage')

@@ -24,15 +24,19 @@ class DflProfileTest(simhost.SimHostTestCase):
     def test_every_path_has_a_source(self):
         self._write(('pac-a10', False), ('d5005', True), ('n3000', False),
                     ('n6000', True))
+        self.sim.add_card('n6000', sriov=True, ports=4)
+        self.sim.add_card('d5005', ports=2)
+        self.sim.write(self.sys, self.dev)
         paths = dfl.written_paths(self.sys)
-        self.assertGreater(len(paths), 200)
+        self.assertGreater(len(paths), 400)
         self.assertEqual([], [p for p in paths if dfl.source_of(p) is None])
         for kind in {dfl.source_of(p) for p in paths}:
             self.assertIn(kind, dfl.SOURCES)
-        self.assertEqual(['dfl-fme.0', 'dfl-fme.1', 'dfl-fme.2',
-                          'dfl-fme.3', 'dfl-port.0', 'dfl-port.2',
-                          'dfl-port.3', 'dfl-port.5'],
-                         sorted(os.listdir(self.dev)))
+        self.assertEqual(
+            ['dfl-fme.%d' % n for n in range(6)] +
+            ['dfl-port.%d' % n for n in (0, 2, 3, 5, 10, 11, 12, 13, 14, 15)],
+            sorted(os.listdir(self.dev), key=lambda n: (
+                n.split('.')[0], int(n.split('.')[1]))))
 
     def test_a_stray_path_has_no_source(self):
         # What the old simulator wrote: afu_id in the region, a manager
@@ -82,6 +86,64 @@ class DflProfileTest(simhost.SimHostTestCase):
         self.assertEqual('0xbccf', self._read(VF + '/device'))
         self.assertEqual(simhost.FUNCTION_ID, self._read(
             VF + '/fpga_region/region2/dfl-port.1/afu_id'))
+
+    def test_ports_released_to_vfs(self):
+        """A card with 3 ports, each released to its own VF: a PR region
+        (and bridge) per port under the FME, port i under VF i's own base
+        region with its own afu_id and ``id`` i."""
+        self.dev = os.path.join(self.root, 'dev')
+        self.sim = dfl.DflHost()
+        afus = [simhost.FUNCTION_ID, None, 'ab' * 16]
+        card = self.sim.add_card('n6000', sriov=True, ports=3, afu_id=afus)
+        self.sys = os.path.join(self.root, 'sys')
+        self.sim.write(self.sys, self.dev)
+        fme = PF + '/fpga_region/region0/dfl-fme.0'
+        self.assertEqual('3', self._read(PF + '/sriov_numvfs'))
+        self.assertEqual('3', self._read(fme + '/ports_num'))
+        # No port stays under the PF.
+        self.assertEqual(['dfl-fme.0'], [
+            n for n in os.listdir(os.path.join(
+                self.sys, PF, 'fpga_region/region0')) if n.startswith('dfl')])
+        for index in range(3):
+            self.assertEqual(simhost.COMPAT_ID, self._read(
+                fme + '/dfl-fme-region.%d/fpga_region/region%d/compat_id'
+                % (index, index + 1)))
+            self.assertEqual('enabled', self._read(
+                fme + '/dfl-fme-br.%d.auto/fpga_bridge/br%d/state'
+                % (index, index)))
+            vf = 'devices/pci0000:00/0000:81:00.%d' % (index + 1)
+            port = '%s/fpga_region/region%d/dfl-port.%d' % (
+                vf, 4 + index, 3 + index)
+            self.assertEqual(str(index), self._read(port + '/id'))
+            self.assertEqual(afus[index] or dfl.NO_AFU,
+                             self._read(port + '/afu_id'))
+            self.assertEqual(os.path.join(self.sys, port),
+                             self.sim.port_dir(card, index))
+        self.assertEqual(['0000:81:00.1', '0000:81:00.2', '0000:81:00.3'],
+                         card.handles())
+        self.assertEqual((card, 2), self.sim.find_port('0000:81:00.3'))
+        self.assertRaises(KeyError, self.sim.find_port, PF)
+        # One port changes alone.
+        self.sim.set_afu_id(card, 'cd' * 16, 1)
+        self.sim.set_error(card, 'port2/errors', '0x1')
+        self.assertEqual(['cd' * 16, afus[2]],
+                         [p.afu_id for p in card.ports[1:]])
+        self.assertEqual('cd' * 16, self._read(
+            'devices/pci0000:00/0000:81:00.2/fpga_region/region5/'
+            'dfl-port.4/afu_id'))
+        self.assertEqual('0x1', self._read(
+            'devices/pci0000:00/0000:81:00.3/fpga_region/region6/'
+            'dfl-port.5/errors/errors'))
+        self.assertEqual('0x0', self._read(
+            'devices/pci0000:00/0000:81:00.1/fpga_region/region4/'
+            'dfl-port.3/errors/errors'))
+
+    def test_port_count(self):
+        for ports in (0, 5):
+            self.assertRaises(ValueError, dfl.DflHost().add_card, 'd5005',
+                              ports=ports)
+        self.assertRaises(ValueError, dfl.DflHost().add_card, 'd5005',
+                          ports=2, afu_id=[None])
 
     def test_n3000_has_no_sriov_shape(self):
         self.assertRaises(ValueError, dfl.DflHost().add_card, 'n3000',

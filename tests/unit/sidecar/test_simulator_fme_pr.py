@@ -48,6 +48,18 @@ class FmePrTest(testtools.TestCase):
         self.assertEqual(0, self._pr(b'PR:' + AFU.encode()))
         self.assertEqual(AFU, self._afu())
 
+    def test_loads_one_port_of_several(self):
+        card = self.sim.add_card('n6000', sriov=True, ports=3)
+        self.sim.write(self.root)
+        self.assertEqual(0, self._pr(b'PR:' + AFU.encode(), fme='dfl-fme.1',
+                                     port_id=2))
+        self.assertEqual([None, None, AFU], [p.afu_id for p in card.ports])
+        with open(os.path.join(self.sim.port_dir(card, 2), 'afu_id')) as f:
+            self.assertEqual(AFU, f.read().strip())
+        exc = self.assertRaises(OSError, self._pr, b'PR:' + AFU.encode(),
+                                fme='dfl-fme.1', port_id=3)
+        self.assertEqual(errno.EINVAL, exc.errno)
+
     def test_refusals(self):
         for kwargs, code in (({'argsz': 23}, errno.EINVAL),
                              ({'flags': 1}, errno.EINVAL),

@@ -71,6 +71,41 @@ class DflDiscoveryTest(simhost.SimHostTestCase):
         self.assertEqual(simhost.FUNCTION_ID,
                          self.driver.loaded_function(VF))
 
+    def test_ports_released_to_vfs(self):
+        """A card with 3 ports, each released to a VF: one deployable per
+        VF, each with its own port's function, read on its own."""
+        self.sim = dfl.DflHost()
+        card = self.sim.add_card('n6000', sriov=True, ports=3, address=PF,
+                                 afu_id=[simhost.FUNCTION_ID, None, None])
+        self.sim.write(self.root)
+        self.driver = fpga.FpgaDriver(self.conf,
+                                      sysfs.SysfsSource(self.root))
+        device, = self.driver.discover()
+        vfs = ['0000:81:00.1', '0000:81:00.2', '0000:81:00.3']
+        self.assertEqual(vfs, [d.name for d in device.deployables])
+        self.assertEqual([[vf] for vf in vfs], [
+            [h.address for h in d.attach_handles] for d in device.deployables])
+        self.assertEqual([1, 1, 1], [d.num_accelerators
+                                     for d in device.deployables])
+        self.assertEqual([True, False, False], [
+            FUNCTION_TRAIT in d.traits for d in device.deployables])
+        self.assertEqual([True] * 3, [REGION_TRAIT in d.traits
+                                      for d in device.deployables])
+        self.sim.set_afu_id(card, simhost.FUNCTION_ID, 2)
+        self.assertEqual([simhost.FUNCTION_ID, None, simhost.FUNCTION_ID],
+                         [self.driver.loaded_function(vf) for vf in vfs])
+        self.assertEqual([], self.warnings())
+
+    def test_several_ports_on_the_pf_are_said(self):
+        self.sim = dfl.DflHost()
+        self.sim.add_card('d5005', ports=2, address=PF)
+        self.sim.write(self.root)
+        self.driver = fpga.FpgaDriver(self.conf,
+                                      sysfs.SysfsSource(self.root))
+        self.assertEqual([], self.driver.discover())
+        self.assertOneWarning('Skipping FPGA 0000:81:00.0 (DFL dfl-fme.0)',
+                              'several ports on one PCI function')
+
     def test_no_function_loaded_then_programmed(self):
         devices = self._card('d5005', afu_id=None)
         self.assertEqual(('CUSTOM_FPGA_INTEL', REGION_TRAIT, 'OWNER_CYBORG'),
