@@ -33,9 +33,10 @@ include/uapi/linux/fpga-dfl.h): its platform device leaves the PF's
 base region (dfl.c ``dfl_fpga_cdev_release_port``), ``sriov_numvfs``
 equals the released ports (dfl.c ``dfl_fpga_cdev_config_ports_vf``),
 and dfl-pci enumerates each VF's own feature list: a base region under
-the VF with one port in it (VF *i* serves port *i* here) (dfl-pci.c ``cci_enumerate_feature_devs``,
+the VF with one port in it (dfl-pci.c ``cci_enumerate_feature_devs``,
 Documentation/fpga/dfl.rst "Device Feature List (DFL) Framework
-Overview" / "Add new FIUs support" / virtualization section).
+Overview" / "Add new FIUs support" / virtualization section). VF *i*
+serves port *i* here.
 """
 
 import ctypes
