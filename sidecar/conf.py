@@ -226,19 +226,19 @@ GPU_OPTS = [
 
 FPGA_OPTS = [
     cfg.StrOpt('programmer',
-               default='fpga_manager',
-               choices=[('fpga_manager',
-                         'The Linux FPGA manager: the bitstream is copied to '
-                         '``firmware_path`` and its name written to the '
-                         'manager\'s ``firmware`` file under '
-                         '``<sysfs_root>/class/fpga_manager``.'),
-                        ('command',
-                         'A vendor command, ``program_command``.'),
-                        ('dfl',
+               default='dfl',
+               choices=[('dfl',
                          'An Intel DFL card (PAC A10, D5005, N3000, '
                          'N6000): the ``DFL_FPGA_FME_PORT_PR`` ioctl on '
                          '``<dfl_dev_dir>/dfl-fme.N`` with a raw partial '
-                         'bitstream for the port of the deployable.')],
+                         'bitstream for the port of the deployable.'),
+                        ('command',
+                         'A vendor command, ``program_command``.'),
+                        ('fpga_manager',
+                         'Removed: the sidecar refuses to start with it. '
+                         'It wrote the FPGA manager\'s ``firmware`` file, '
+                         'which only Xilinx\'s downstream kernel has; use '
+                         '``dfl`` or ``command``.')],
                help='How a bitstream is written to an FPGA. Runs through '
                     'oslo.privsep.'),
     cfg.StrOpt('dfl_dev_dir',
@@ -253,7 +253,7 @@ FPGA_OPTS = [
                      '``driver_name`` (``intel``, ``xilinx``, ``inspur`` or '
                      'the PCI vendor id), the programmer one of '
                      '``programmer``\'s choices; for example '
-                     '``intel:fpga_manager,xilinx:command``. A driver not '
+                     '``intel:dfl,xilinx:command``. A driver not '
                      'named here uses ``programmer``.'),
     cfg.StrOpt('program_command',
                help='Vendor programming command for ``programmer = '
@@ -266,7 +266,11 @@ FPGA_OPTS = [
                     'shlex and never run through a shell.'),
     cfg.StrOpt('firmware_path',
                default='/lib/firmware',
-               help='Directory the FPGA manager loads firmware from.'),
+               deprecated_for_removal=True,
+               deprecated_reason='Only the removed ``fpga_manager`` '
+                                 'programmer read it.',
+               help='Unused: the directory the removed ``fpga_manager`` '
+                    'programmer installed bitstreams in.'),
     cfg.IntOpt('max_bitstream_size',
                default=1024, min=1,
                help='Largest bitstream (MiB) the sidecar downloads.'),

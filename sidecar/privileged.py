@@ -17,7 +17,6 @@ import re
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 
 from oslo_concurrency import processutils
@@ -30,9 +29,9 @@ from sidecar import exception
 
 LOG = logging.getLogger(__name__)
 
-# CAP_DAC_OVERRIDE: write sysfs attributes and the firmware directory, both
-# writable by root only. CAP_SYS_ADMIN: what vendor programming tools and
-# some FPGA managers need. Nothing is chowned, so no CAP_CHOWN. Operators can
+# CAP_DAC_OVERRIDE: write sysfs attributes and open /dev/dfl-fme.N, both
+# root's only. CAP_SYS_ADMIN: what vendor programming tools need. Nothing
+# is chowned, so no CAP_CHOWN. Operators can
 # change the set with [sidecar_privsep] capabilities.
 sidecar_pctxt = priv_context.PrivContext(
     'sidecar',
@@ -48,8 +47,6 @@ _PCI_RE = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
 _MDEV_TYPE_RE = re.compile(r'[A-Za-z0-9_.:-]{1,64}')
 _UUID_RE = re.compile(
     r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
-_FIRMWARE_NAME_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
-_COPY_CHUNK = 1024 * 1024
 _DFL_FME_RE = re.compile(r'dfl-fme\.[0-9]{1,6}')
 MAX_PR_BITSTREAM = 1024 * 1024 * 1024  # buffer_size is a __u32
 
@@ -132,77 +129,6 @@ def _write_sysfs(root, relpath, value):
     finally:
         os.close(fd)
     LOG.info('Wrote %(value)r to %(path)s', {'value': value, 'path': target})
-
-
-@sidecar_pctxt.entrypoint
-def write_sysfs(root, relpath, value):
-    """Write ``value`` to the existing file ``<root>/<relpath>``.
-
-    The path is resolved (symlinks included) and must stay below ``root``.
-    ``value`` is one line of at most 128 characters, without NUL.
-    Raises InvalidArgument, or OSError from the write itself.
-    """
-    _write_sysfs(root, relpath, value)
-
-
-def _open_source(src):
-    """Open the file to copy; refuse what is not a plain, singly linked
-    file (a hard link is the way to pass a file one could not read by its
-    own name). O_NONBLOCK: a FIFO must not hang the daemon."""
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                     os.O_CLOEXEC)
-    except OSError as e:
-        raise _invalid('bitstream file', 'cannot open %s: %s'
-                       % (src, e.strerror))
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        raise _invalid('bitstream file', '%s is not a regular file with '
-                       'a single link' % src)
-    return os.fdopen(fd, 'rb'), st
-
-
-@sidecar_pctxt.entrypoint
-def install_firmware(src, firmware_dir, name):
-    """Copy the regular file ``src`` to ``<firmware_dir>/<name>``.
-
-    ``name`` is a plain file name (no directory part). The copy is written
-    to a temporary file in ``firmware_dir`` then renamed over ``name``, so
-    the loader never sees half a file. Returns the installed file's path.
-    """
-    _check_text('firmware name', name)
-    if not _FIRMWARE_NAME_RE.fullmatch(name):
-        raise _invalid('firmware name', '%r must be a plain file name of '
-                       'letters, digits, _ . - (128 at most)' % name)
-    real_dir = _check_abs_dir('firmware directory', firmware_dir)
-    _check_text('bitstream file', src)
-    if not os.path.isabs(src):
-        raise _invalid('bitstream file', '%r is not an absolute path' % src)
-    source, st = _open_source(src)
-    with source:
-        target = os.path.join(real_dir, name)
-        fd, tmp = tempfile.mkstemp(dir=real_dir, prefix='.%s.' % name)
-        try:
-            with os.fdopen(fd, 'wb') as out:
-                while True:
-                    chunk = source.read(_COPY_CHUNK)
-                    if not chunk:
-                        break
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    LOG.info('Installed firmware %(target)s (%(size)d bytes)',
-             {'target': target, 'size': st.st_size})
-    return target
 
 
 @sidecar_pctxt.entrypoint

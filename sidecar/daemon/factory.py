@@ -48,6 +48,10 @@ def libvirt_connector(uri):
 def build(conf, transport=None, connect=None):
     """Return a :class:`sidecar.daemon.service.Sidecar` ready to
     ``start()``."""
+    # First: a configuration error in the programmers (a removed one, a
+    # command without its template) stops the daemon before it connects
+    # anywhere.
+    by_driver = programmers.ByDriver(conf)
     connect = connect or libvirt_connector(conf.sidecar.libvirt_uri)
     if conf.sidecar.discovery_source == 'libvirt':
         source = libvirt_source.LibvirtSource(
@@ -74,7 +78,7 @@ def build(conf, transport=None, connect=None):
         unknown_after=conf.health.unknown_after)
     inventory.nvml = nvml_health.NvmlHealth.from_conf(conf)
     programs = program.ProgramManager(
-        conf.host, inventory, programmers.ByDriver(conf),
+        conf.host, inventory, by_driver,
         glance.ImageClient(conf), placement, domains,
         journal_mod.Journal(conf.sidecar.state_path),
         cyborg.AcceleratorClient(conf), holds=holds)

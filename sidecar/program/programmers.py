@@ -1,17 +1,23 @@
 """Writing a bitstream to an FPGA.
 
-A programmer is chosen with ``[fpga] programmer`` and loaded by stevedore
-from the ``nova_cyborg.sidecar.programmers`` namespace. Everything that
-needs root goes through :mod:`sidecar.privileged`.
+A programmer is chosen with ``[fpga] programmer`` (default ``dfl``) and
+loaded by stevedore from the ``nova_cyborg.sidecar.programmers``
+namespace. Everything that needs root goes through
+:mod:`sidecar.privileged`.
+
+``fpga_manager`` (the bitstream's name written to the FPGA manager's
+``firmware`` file) is gone: upstream kernels have no such file
+(Documentation/ABI/testing/sysfs-class-fpga-manager: ``name``, ``state``,
+``status``); only Xilinx's downstream kernel for Zynq and Versal SoCs
+has it. A configuration still naming it stops the daemon at start with
+:data:`REMOVED`'s reason.
 """
 
 import abc
-import glob
 import os
 import re
 import shlex
 import subprocess
-import time
 
 from oslo_concurrency import processutils
 from oslo_log import log as logging
@@ -29,6 +35,17 @@ _PLACEHOLDER_RE = re.compile(
     r'\{(address|bitstream|segment|bus|device|function)\}')
 _DRIVER_NAME_RE = re.compile(r'^[A-Za-z0-9_]{1,32}$')
 _STDERR_TAIL = 500
+#: Programmer names no longer offered: what to use instead.
+REMOVED = {
+    'fpga_manager': (
+        "the 'fpga_manager' programmer was removed: it wrote the FPGA "
+        "manager's 'firmware' file, which no upstream kernel has (only "
+        "Xilinx's downstream kernel for Zynq and Versal SoCs). Use 'dfl' "
+        "for Intel DFL cards (PAC A10, D5005, N3000, N6000), or 'command' "
+        "with [fpga] program_command for other cards (for example "
+        "'xrt-smi program --device {address} --user {bitstream}' for "
+        "Alveo)"),
+}
 
 
 def _check_address(address):
@@ -64,101 +81,6 @@ class Programmer(metaclass=abc.ABCMeta):
                 address=address,
                 reason='bitstream file %s does not exist' % bitstream_path)
         return os.path.abspath(bitstream_path)
-
-
-class FpgaManagerProgrammer(Programmer):
-    """The Linux FPGA manager (``/sys/class/fpga_manager``).
-
-    The bitstream is installed in ``[fpga] firmware_path`` under a name
-    derived from the PCI address, the name is written to the manager's
-    ``firmware`` attribute and the manager's ``state`` is polled until it
-    reads ``operating``.
-    """
-
-    #: seconds between two reads of the manager's state
-    poll_interval = 0.5
-
-    def program(self, address, bitstream_path):
-        bitstream_path = self._check(address, bitstream_path)
-        root = self.conf.sidecar.sysfs_root
-        manager = self._find_manager(root, address)
-        name = 'nova-cyborg-%s.bin' % address.replace(':', '_')
-        try:
-            privileged.install_firmware(bitstream_path,
-                                        self.conf.fpga.firmware_path, name)
-        except (OSError, exception.InvalidArgument) as e:
-            raise exception.ProgrammingFailed(
-                address=address,
-                reason='cannot install the bitstream in %s: %s'
-                % (self.conf.fpga.firmware_path, _reason(e)))
-        relpath = os.path.join('class', 'fpga_manager', manager, 'firmware')
-        LOG.info('Programming %(address)s through FPGA manager %(mgr)s '
-                 'with %(name)s', {'address': address, 'mgr': manager,
-                                   'name': name})
-        try:
-            privileged.write_sysfs(root, relpath, name)
-        except (OSError, exception.InvalidArgument) as e:
-            raise exception.ProgrammingFailed(
-                address=address,
-                reason='FPGA manager %s refused the bitstream: %s'
-                % (manager, _reason(e)))
-        self._wait_operating(root, manager, address)
-        LOG.info('Programmed %s', address)
-
-    def _find_manager(self, root, address):
-        """The manager whose device is ``address`` or a child of it; for
-        a VF without one (a region of a card with several), its PF's."""
-        pattern = os.path.join(root, 'class', 'fpga_manager', '*')
-        found = self._managers_of(pattern, address)
-        physfn = os.path.join(root, 'bus', 'pci', 'devices', address,
-                              'physfn')
-        if not found and os.path.islink(physfn):
-            found = self._managers_of(
-                pattern, os.path.basename(os.readlink(physfn).rstrip('/')))
-        if not found:
-            raise exception.ProgrammingFailed(
-                address=address,
-                reason='no FPGA manager under %s belongs to this device'
-                % os.path.dirname(pattern))
-        if len(found) > 1:
-            raise exception.ProgrammingFailed(
-                address=address,
-                reason='several FPGA managers belong to this device (%s)'
-                % ', '.join(found))
-        return found[0]
-
-    @staticmethod
-    def _managers_of(pattern, address):
-        found = []
-        for mgr_dir in sorted(glob.glob(pattern)):
-            device = os.path.realpath(os.path.join(mgr_dir, 'device'))
-            if _nearest_pci_function(device) == address:
-                found.append(os.path.basename(mgr_dir))
-        return found
-
-    def _wait_operating(self, root, manager, address):
-        mgr_dir = os.path.join(root, 'class', 'fpga_manager', manager)
-        timeout = self.conf.sidecar.program_timeout
-        deadline = time.monotonic() + timeout
-        state = None
-        while True:
-            state = _read(os.path.join(mgr_dir, 'state'))
-            if state == 'operating':
-                return
-            if state is not None and 'error' in state:
-                status = _read(os.path.join(mgr_dir, 'status'))
-                raise exception.ProgrammingFailed(
-                    address=address,
-                    reason='FPGA manager %s is in state "%s"%s'
-                    % (manager, state,
-                       ' (%s)' % status if status else ''))
-            if time.monotonic() >= deadline:
-                raise exception.ProgrammingFailed(
-                    address=address,
-                    reason='FPGA manager %s still in state "%s" after %d '
-                    'seconds ([sidecar] program_timeout)'
-                    % (manager, state, timeout))
-            time.sleep(self.poll_interval)
 
 
 class CommandProgrammer(Programmer):
@@ -228,25 +150,6 @@ class CommandProgrammer(Programmer):
                   'out': _tail(stdout) or _tail(stderr) or 'nothing'})
 
 
-def _nearest_pci_function(path):
-    """The last PCI address among the components of ``path``, or None."""
-    for part in reversed(path.split(os.sep)):
-        try:
-            model.parse_bdf(part)
-        except ValueError:
-            continue
-        return part
-    return None
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def _reason(err):
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
@@ -274,6 +177,9 @@ class ByDriver:
                 raise exception.InvalidArgument(
                     name='[fpga] driver_programmers',
                     reason='%r is not a driver name' % driver_name)
+        _refuse_removed('[fpga] programmer', self._default)
+        for name in self._names.values():
+            _refuse_removed('[fpga] driver_programmers', name)
         self._built = {name: loader(conf, name) for name in
                        {self._default} | set(self._names.values())}
 
@@ -285,8 +191,14 @@ class ByDriver:
         self.for_driver(driver_name).program(address, bitstream_path)
 
 
+def _refuse_removed(option, name):
+    if name in REMOVED:
+        raise exception.InvalidArgument(name=option, reason=REMOVED[name])
+
+
 def load(conf):
     """Return the programmer ``[fpga] programmer`` names, built on conf."""
+    _refuse_removed('[fpga] programmer', conf.fpga.programmer)
     return load_named(conf, conf.fpga.programmer)
 
 

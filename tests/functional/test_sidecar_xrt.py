@@ -36,7 +36,7 @@ F_A = test_sidecar.F_A
 F_B = test_sidecar.F_B
 PLATFORM, SHELL = xrt.PROFILES['u250']
 PROGRAMMING = """[fpga]
-programmer = fpga_manager
+programmer = dfl
 driver_programmers = xilinx:command
 program_command = {xrt_smi} program --device {{address}} --user {{bitstream}}
 """

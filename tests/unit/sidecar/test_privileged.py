@@ -52,10 +52,13 @@ class Base(testtools.TestCase):
 class ContextTest(testtools.TestCase):
 
     def test_entry_points(self):
-        for func in (privileged.write_sysfs, privileged.install_firmware,
-                     privileged.run_command, privileged.create_mdev,
-                     privileged.remove_mdev):
+        for func in (privileged.run_command, privileged.create_mdev,
+                     privileged.remove_mdev, privileged.dfl_port_pr):
             self.assertTrue(privileged.sidecar_pctxt.is_entrypoint(func))
+        # What only the removed fpga_manager programmer used: no longer
+        # something the privileged daemon does.
+        for name in ('write_sysfs', 'install_firmware'):
+            self.assertFalse(hasattr(privileged, name), name)
 
     def test_context(self):
         ctx = privileged.sidecar_pctxt
@@ -96,12 +99,15 @@ class ThroughDaemonTest(testtools.TestCase):
         self.useFixture(privsep_fixture.UnprivilegedPrivsepFixture(
             privileged.sidecar_pctxt, {}))
         tmp = self.useFixture(fixtures.TempDir()).path
-        _write(os.path.join(tmp, 'attr'))
-        privileged.write_sysfs(tmp, 'attr', 'hello')
-        self.assertEqual('hello', _read(os.path.join(tmp, 'attr')))
+        create = os.path.join(tmp, 'class', 'mdev_bus', PARENT,
+                              'mdev_supported_types', 'nvidia-11', 'create')
+        _write(create)
+        privileged.create_mdev(tmp, PARENT, 'nvidia-11', MDEV)
+        self.assertEqual(MDEV, _read(create))
         exc = self.assertRaises(exception.InvalidArgument,
-                                privileged.write_sysfs, tmp, '../x', 'v')
-        self.assertIn("'../x' resolves to", str(exc))
+                                privileged.create_mdev, tmp, PARENT,
+                                '../x', MDEV)
+        self.assertIn('mdev type', str(exc))
         exc = self.assertRaises(exception.MdevError, privileged.remove_mdev,
                                 tmp, MDEV)
         self.assertIn('no such mdev', str(exc))
@@ -118,14 +124,16 @@ class ThroughDaemonTest(testtools.TestCase):
 
 
 class WriteSysfsTest(Base):
+    """The checks every sysfs write of the entry points (create_mdev,
+    remove_mdev, the vGPU type setter) goes through."""
 
     def test_writes_value(self):
-        attr = os.path.join(self.root, 'class', 'fpga_manager', 'fpga0',
-                            'firmware')
+        attr = os.path.join(self.root, 'class', 'mdev_bus', PARENT,
+                            'create')
         _write(attr, 'old-and-longer-value')
-        privileged.write_sysfs(self.root, 'class/fpga_manager/fpga0/firmware',
-                               'new.bin')
-        self.assertEqual('new.bin', _read(attr))
+        privileged._write_sysfs(self.root,
+                                'class/mdev_bus/%s/create' % PARENT, MDEV)
+        self.assertEqual(MDEV, _read(attr))
 
     def test_follows_symlinks_inside_root(self):
         real = os.path.join(self.root, 'devices', 'pci0000:00', PARENT)
@@ -133,35 +141,35 @@ class WriteSysfsTest(Base):
         os.makedirs(os.path.join(self.root, 'bus'))
         os.symlink('../devices/pci0000:00/' + PARENT,
                    os.path.join(self.root, 'bus', 'dev'))
-        privileged.write_sysfs(self.root, 'bus/dev/attr', '1')
+        privileged._write_sysfs(self.root, 'bus/dev/attr', '1')
         self.assertEqual('1', _read(os.path.join(real, 'attr')))
 
     def test_refuses_dotdot(self):
-        self.assertInvalid('outside', privileged.write_sysfs,
+        self.assertInvalid('outside', privileged._write_sysfs,
                            self.root, '../outside', 'x')
-        self.assertInvalid('outside', privileged.write_sysfs,
+        self.assertInvalid('outside', privileged._write_sysfs,
                            self.root, 'class/../../outside', 'x')
         self.assertEqual('untouched', _read(self.outside))
 
     def test_refuses_absolute_path(self):
-        self.assertInvalid('absolute', privileged.write_sysfs,
+        self.assertInvalid('absolute', privileged._write_sysfs,
                            self.root, self.outside, 'x')
         self.assertEqual('untouched', _read(self.outside))
 
     def test_refuses_root_itself(self):
-        self.assertInvalid('outside', privileged.write_sysfs,
+        self.assertInvalid('outside', privileged._write_sysfs,
                            self.root, '.', 'x')
 
     def test_refuses_directory_symlink_escape(self):
         os.makedirs(os.path.join(self.root, 'class'))
         os.symlink(self.tmp, os.path.join(self.root, 'class', 'evil'))
-        self.assertInvalid('outside', privileged.write_sysfs,
+        self.assertInvalid('outside', privileged._write_sysfs,
                            self.root, 'class/evil/outside', 'x')
         self.assertEqual('untouched', _read(self.outside))
 
     def test_refuses_file_symlink_escape(self):
         os.symlink(self.outside, os.path.join(self.root, 'attr'))
-        self.assertInvalid('outside', privileged.write_sysfs,
+        self.assertInvalid('outside', privileged._write_sysfs,
                            self.root, 'attr', 'x')
         self.assertEqual('untouched', _read(self.outside))
 
@@ -176,90 +184,27 @@ class WriteSysfsTest(Base):
                              ('', 'non-empty'),
                              (1, 'non-empty'),
                              (None, 'non-empty')):
-            self.assertInvalid(words, privileged.write_sysfs,
+            self.assertInvalid(words, privileged._write_sysfs,
                                self.root, 'attr', value)
         self.assertEqual('before', _read(attr))
-        privileged.write_sysfs(self.root, 'attr', 'x' * 128)
+        privileged._write_sysfs(self.root, 'attr', 'x' * 128)
         self.assertEqual('x' * 128, _read(attr))
 
     def test_refuses_nul_in_path(self):
-        self.assertInvalid('NUL', privileged.write_sysfs,
+        self.assertInvalid('NUL', privileged._write_sysfs,
                            self.root, 'attr\0', 'x')
 
     def test_refuses_bad_root(self):
-        self.assertInvalid('absolute', privileged.write_sysfs,
+        self.assertInvalid('absolute', privileged._write_sysfs,
                            'relative/sys', 'attr', 'x')
-        self.assertInvalid('not a directory', privileged.write_sysfs,
+        self.assertInvalid('not a directory', privileged._write_sysfs,
                            self.outside, 'attr', 'x')
 
     def test_missing_attribute_is_not_created(self):
-        self.assertRaises(FileNotFoundError, privileged.write_sysfs,
+        self.assertRaises(FileNotFoundError, privileged._write_sysfs,
                           self.root, 'class/nothing', 'x')
         self.assertFalse(os.path.exists(
             os.path.join(self.root, 'class', 'nothing')))
-
-
-class InstallFirmwareTest(Base):
-
-    def setUp(self):
-        super().setUp()
-        self.fw = os.path.join(self.tmp, 'firmware')
-        os.makedirs(self.fw)
-        self.src = os.path.join(self.tmp, 'image.bit')
-        _write(self.src, 'bitstream')
-
-    def test_installs(self):
-        path = privileged.install_firmware(self.src, self.fw, 'fpga.bin')
-        self.assertEqual(os.path.join(os.path.realpath(self.fw), 'fpga.bin'),
-                         path)
-        self.assertEqual('bitstream', _read(path))
-        self.assertEqual(0o644, os.stat(path).st_mode & 0o777)
-        self.assertEqual(['fpga.bin'], os.listdir(self.fw))
-
-    def test_replaces_existing(self):
-        _write(os.path.join(self.fw, 'fpga.bin'), 'old')
-        privileged.install_firmware(self.src, self.fw, 'fpga.bin')
-        self.assertEqual('bitstream',
-                         _read(os.path.join(self.fw, 'fpga.bin')))
-        self.assertEqual(['fpga.bin'], os.listdir(self.fw))
-
-    def test_replaces_symlink_without_following_it(self):
-        os.symlink(self.outside, os.path.join(self.fw, 'fpga.bin'))
-        privileged.install_firmware(self.src, self.fw, 'fpga.bin')
-        self.assertEqual('untouched', _read(self.outside))
-        self.assertFalse(os.path.islink(os.path.join(self.fw, 'fpga.bin')))
-
-    def test_refuses_bad_names(self):
-        for name in ('../outside', 'a/b', '..', '.hidden', '', 'x' * 129,
-                     'a b', 'a\nb', None):
-            self.assertInvalid('firmware name', privileged.install_firmware,
-                               self.src, self.fw, name)
-        self.assertEqual('untouched', _read(self.outside))
-        self.assertEqual([], os.listdir(self.fw))
-
-    def test_refuses_bad_sources(self):
-        link = os.path.join(self.tmp, 'link.bit')
-        os.symlink(self.outside, link)
-        hard = os.path.join(self.tmp, 'hard.bit')
-        os.link(self.src, hard)
-        fifo = os.path.join(self.tmp, 'fifo.bit')
-        os.mkfifo(fifo)  # must not block the daemon
-        for src, words in ((link, 'cannot open'),
-                           (hard, 'single link'),
-                           (fifo, 'single link'),
-                           (self.tmp, 'single link'),
-                           ('image.bit', 'absolute'),
-                           (os.path.join(self.tmp, 'missing'),
-                            'cannot open')):
-            self.assertInvalid(words, privileged.install_firmware,
-                               src, self.fw, 'fpga.bin')
-        self.assertEqual([], os.listdir(self.fw))
-
-    def test_refuses_bad_directory(self):
-        self.assertInvalid('not a directory', privileged.install_firmware,
-                           self.src, self.outside, 'fpga.bin')
-        self.assertInvalid('absolute', privileged.install_firmware,
-                           self.src, 'firmware', 'fpga.bin')
 
 
 class RunCommandTest(Base):

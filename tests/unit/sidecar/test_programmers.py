@@ -1,7 +1,6 @@
 """Programmers, against a generated sysfs tree and real commands."""
 
 import importlib.metadata
-import itertools
 import json
 import os
 import shlex
@@ -22,7 +21,6 @@ from tests.unit.sidecar import utils
 
 ADDRESS = '0000:5e:00.0'
 OTHER = '0000:5f:00.0'
-FW_NAME = 'nova-cyborg-0000_5e_00.0.bin'
 
 # A vendor tool: records its arguments and the bitstream it was given.
 TOOL = '''
@@ -46,152 +44,51 @@ class Base(testtools.TestCase):
         self.addCleanup(privileged.sidecar_pctxt.set_client_mode, True)
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.root = os.path.join(self.tmp, 'sys')
-        self.firmware = os.path.join(self.tmp, 'firmware')
-        os.makedirs(self.firmware)
         conf = cfg.ConfigOpts()
         sidecar_conf.register_opts(conf)
         conf([])
         self.conf = self.useFixture(cfg_fixture.Config(conf))
         self.conf.config(sysfs_root=self.root, program_timeout=1,
                          group='sidecar')
-        self.conf.config(firmware_path=self.firmware, group='fpga')
         self.bitstream = os.path.join(self.tmp, 'image.bit')
         _write(self.bitstream, 'BITSTREAM')
 
 
-class FpgaManagerTest(Base):
+class RemovedProgrammerTest(Base):
+    """``fpga_manager`` is refused at start, saying what to use instead,
+    from either option and through either way of building."""
 
-    def setUp(self):
-        super().setUp()
-        self.mgr = self._manager('fpga0', 'pci0000:5d/' + ADDRESS)
-        self._manager('fpga1', 'pci0000:5d/' + OTHER)
-        self.programmer = programmers.FpgaManagerProgrammer(self.conf.conf)
-        self.programmer.poll_interval = 0
+    def _refused(self, func, option):
+        exc = self.assertRaises(exception.InvalidArgument, func,
+                                self.conf.conf)
+        message = str(exc)
+        self.assertIn(option, message)
+        self.assertIn("the 'fpga_manager' programmer was removed", message)
+        self.assertIn("Use 'dfl' for Intel DFL cards", message)
+        self.assertIn("'command' with [fpga] program_command", message)
+        return message
 
-    def _manager(self, name, device, state='operating'):
-        device_dir = os.path.join(self.root, 'devices', device)
-        os.makedirs(device_dir, exist_ok=True)
-        mgr = os.path.join(self.root, 'class', 'fpga_manager', name)
-        _write(os.path.join(mgr, 'firmware'))
-        _write(os.path.join(mgr, 'state'), state + '\n')
-        os.symlink(device_dir, os.path.join(mgr, 'device'))
-        return mgr
+    def test_default_is_dfl(self):
+        self.assertEqual('dfl', self.conf.conf.fpga.programmer)
 
-    def test_program(self):
-        self.programmer.program(ADDRESS, self.bitstream)
-        self.assertEqual('BITSTREAM',
-                         _read(os.path.join(self.firmware, FW_NAME)))
-        self.assertEqual(FW_NAME, _read(os.path.join(self.mgr, 'firmware')))
-        other = os.path.join(self.root, 'class', 'fpga_manager', 'fpga1')
-        self.assertEqual('', _read(os.path.join(other, 'firmware')))
+    def test_programmer(self):
+        self.conf.config(programmer='fpga_manager', group='fpga')
+        built = []
+        for build in (programmers.load, lambda conf: programmers.ByDriver(
+                conf, loader=lambda conf, name: built.append(name))):
+            self._refused(build, '[fpga] programmer')
+        self.assertEqual([], built)
 
-    def test_region_of_a_vf_without_its_own_manager(self):
-        # A card with several regions: the region on VF 5e:00.1 is loaded
-        # through its PF's manager.
-        vf = '0000:5e:00.1'
-        vf_dir = os.path.join(self.root, 'bus', 'pci', 'devices', vf)
-        os.makedirs(vf_dir)
-        os.symlink('../' + ADDRESS, os.path.join(vf_dir, 'physfn'))
-        self.programmer.program(vf, self.bitstream)
-        self.assertEqual('nova-cyborg-0000_5e_00.1.bin',
-                         _read(os.path.join(self.mgr, 'firmware')))
-
-    def test_waits_for_operating(self):
-        _write(os.path.join(self.mgr, 'state'), 'write\n')
-        polls = []
-
-        def sleep(seconds):
-            polls.append(seconds)
-            if len(polls) == 3:
-                _write(os.path.join(self.mgr, 'state'), 'operating\n')
-
-        self.useFixture(fixtures.MockPatch(
-            'sidecar.program.programmers.time.sleep', side_effect=sleep))
-        self.programmer.program(ADDRESS, self.bitstream)
-        self.assertEqual(3, len(polls))
-
-    def test_error_state(self):
-        _write(os.path.join(self.mgr, 'state'), 'write error\n')
-        _write(os.path.join(self.mgr, 'status'), 'reconfig operation error')
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                self.bitstream)
-        self.assertEqual(
-            'Programming %s failed: FPGA manager fpga0 is in state "write '
-            'error" (reconfig operation error)' % ADDRESS, str(exc))
-
-    def test_timeout(self):
-        _write(os.path.join(self.mgr, 'state'), 'write\n')
-        self.useFixture(fixtures.MockPatch(
-            'sidecar.program.programmers.time.sleep'))
-        self.useFixture(fixtures.MockPatch(
-            'sidecar.program.programmers.time.monotonic',
-            side_effect=itertools.count(100, 0.3)))
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                self.bitstream)
-        self.assertIn('still in state "write" after 1 seconds', str(exc))
-
-    def test_manager_of_a_child_device(self):
-        # Intel DFL: the manager's device is a child of the PCI function.
-        mgr = self._manager('fpga2', 'pci0000:80/0000:80:01.0/0000:81:00.0/'
-                            'dfl-fme.0')
-        self.programmer.program('0000:81:00.0', self.bitstream)
-        self.assertEqual('nova-cyborg-0000_81_00.0.bin',
-                         _read(os.path.join(mgr, 'firmware')))
-
-    def test_bridge_does_not_own_the_manager_below_it(self):
-        self._manager('fpga2', 'pci0000:80/0000:80:01.0/0000:81:00.0')
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, '0000:80:01.0',
-                                self.bitstream)
-        self.assertIn('no FPGA manager', str(exc))
-
-    def test_no_manager(self):
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, '0000:99:00.0',
-                                self.bitstream)
-        self.assertIn('no FPGA manager under %s' % os.path.join(
-            self.root, 'class', 'fpga_manager'), str(exc))
-        self.assertEqual([], os.listdir(self.firmware))
-
-    def test_two_managers(self):
-        self._manager('fpga9', 'pci0000:5d/%s/region0' % ADDRESS)
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                self.bitstream)
-        self.assertIn('several FPGA managers belong to this device (fpga0, '
-                      'fpga9)', str(exc))
-
-    def test_kernel_without_firmware_attribute(self):
-        os.unlink(os.path.join(self.mgr, 'firmware'))
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                self.bitstream)
-        self.assertIn('FPGA manager fpga0 refused the bitstream: No such '
-                      'file or directory', str(exc))
-
-    def test_firmware_path_missing(self):
-        self.conf.config(firmware_path=os.path.join(self.tmp, 'nope'),
+    def test_driver_programmers(self):
+        self.conf.config(driver_programmers={'intel': 'fpga_manager'},
                          group='fpga')
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                self.bitstream)
-        self.assertIn('cannot install the bitstream', str(exc))
-        self.assertEqual('', _read(os.path.join(self.mgr, 'firmware')))
+        self._refused(programmers.ByDriver, '[fpga] driver_programmers')
 
-    def test_missing_bitstream(self):
-        exc = self.assertRaises(exception.ProgrammingFailed,
-                                self.programmer.program, ADDRESS,
-                                os.path.join(self.tmp, 'missing.bit'))
-        self.assertIn('does not exist', str(exc))
-
-    def test_bad_address(self):
-        for address in ('0000:5E:00.0', ADDRESS + '\n', '../../x', None):
-            self.assertRaises(exception.InvalidArgument,
-                              self.programmer.program, address,
-                              self.bitstream)
-        self.assertEqual('', _read(os.path.join(self.mgr, 'firmware')))
+    def test_no_entry_point(self):
+        eps = importlib.metadata.entry_points(group=programmers.NAMESPACE)
+        if not {ep.name for ep in eps}:
+            self.skipTest('nova-cyborg entry points not installed')
+        self.assertEqual({'command', 'dfl'}, {ep.name for ep in eps})
 
 
 class CommandTest(Base):
@@ -292,14 +189,15 @@ class LoadTest(Base):
 
     def _installed(self):
         eps = importlib.metadata.entry_points(group=programmers.NAMESPACE)
-        return {ep.name for ep in eps} >= {'fpga_manager', 'command'}
+        return {ep.name for ep in eps} >= {'dfl', 'command'}
 
     def test_load_real_entry_points(self):
         if not self._installed():
             self.skipTest('nova-cyborg entry points not installed; run '
                           'pip install -e .')
+        from sidecar.program import dfl_programmer
         self.assertIsInstance(programmers.load(self.conf.conf),
-                              programmers.FpgaManagerProgrammer)
+                              dfl_programmer.DflProgrammer)
         self.conf.config(programmer='command', program_command='t {bitstream}',
                          group='fpga')
         self.assertIsInstance(programmers.load(self.conf.conf),
@@ -320,7 +218,7 @@ class LoadTest(Base):
                                side_effect=stevedore_exc.NoMatches('x')):
             exc = self.assertRaises(exception.InvalidArgument,
                                     programmers.load, self.conf.conf)
-        self.assertIn("no programmer 'fpga_manager'", str(exc))
+        self.assertIn("no programmer 'dfl'", str(exc))
 
 
 class ByDriverTest(Base):
@@ -333,13 +231,13 @@ class ByDriverTest(Base):
         return load
 
     def test_each_driver_its_programmer_and_the_default_for_others(self):
-        self.conf.config(programmer='fpga_manager',
+        self.conf.config(programmer='dfl',
                          driver_programmers={'xilinx': 'command'},
                          group='fpga')
         built = []
         by_driver = programmers.ByDriver(self.conf.conf,
                                          loader=self._loader(built))
-        self.assertEqual(['command', 'fpga_manager'], sorted(built))
+        self.assertEqual(['command', 'dfl'], sorted(built))
         xilinx = by_driver.for_driver('xilinx')
         intel = by_driver.for_driver('intel')
         self.assertIsNot(xilinx, intel)
@@ -364,3 +262,28 @@ class ByDriverTest(Base):
                                 programmers.ByDriver, self.conf.conf,
                                 loader=self._loader([]))
         self.assertIn("'bad name' is not a driver name", str(exc))
+
+
+class DaemonStartTest(testtools.TestCase):
+    """nova-cyborg-sidecar with ``programmer = fpga_manager``: one ERROR
+    saying what to use, exit code 1, before it connects anywhere."""
+
+    def test_refused_at_start(self):
+        from sidecar.cmd import daemon
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'sidecar.conf')
+        _write(path, '[fpga]\nprogrammer = fpga_manager\n')
+        self.useFixture(fixtures.MockPatchObject(cfg, 'CONF',
+                                                 cfg.ConfigOpts()))
+        self.useFixture(fixtures.MockPatch('sidecar.cmd.daemon.logging.'
+                                           'setup'))
+        transport = self.useFixture(fixtures.MockPatch(
+            'sidecar.daemon.rpc.get_transport')).mock
+        logger = self.useFixture(fixtures.FakeLogger(level='ERROR'))
+        self.assertEqual(1, daemon.main(['--config-file', path]))
+        lines = logger.output.strip().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('nova-cyborg-sidecar cannot start', lines[0])
+        self.assertIn("[fpga] programmer", lines[0])
+        self.assertIn("Use 'dfl' for Intel DFL cards", lines[0])
+        transport.assert_not_called()
