@@ -5,10 +5,13 @@ Run by the sidecar's ``command`` programmer as::
     python .../fpga_device.py SYSFS_ROOT ADDRESS FILE
 
 A test bitstream is a text file whose first line is the function id it
-holds (32 hex digits). Loading it writes that id to the ``afu_id`` of the
-region of the FPGA at ADDRESS, the way a real card then reports its loaded
-function, and appends a line to ``SYSFS_ROOT/../programmed.log`` so tests
-can check what was programmed, where and when. A first line of ``sleep N``
+holds (32 hex digits). Loading it writes that id where the card then
+reports its loaded function: the ``afu_id`` of the DFL port reached
+through ADDRESS (``dfl-port.M/afu_id``, the PF's or a released port's
+VF's; Documentation/ABI/testing/sysfs-platform-dfl-port), else of the
+generic FPGA region at ADDRESS (the simulator's older layout), and
+appends a line to ``SYSFS_ROOT/../programmed.log`` so tests can check
+what was programmed, where and when. A first line of ``sleep N``
 makes the "card" take N seconds (to kill a sidecar mid-programming); one of
 ``fail`` makes it fail.
 """
@@ -18,7 +21,20 @@ import re
 import sys
 import time
 
+from sidecar.sources import dfl
 from sidecar.sources import sysfs
+
+
+def _afu_id_path(root, address):
+    """Where the FPGA at ``address`` reports its function, or None."""
+    ports = [p for card in dfl.cards(root).values() for p in card.ports
+             if p.address == address]
+    if len(ports) == 1:
+        return os.path.join(ports[0].path, 'afu_id')
+    regions = [r for r in sysfs.fpga_regions(root) if r.address == address]
+    if not ports and len(regions) == 1:
+        return os.path.join(regions[0].path, 'afu_id')
+    return None
 
 
 def main(argv=None):
@@ -35,11 +51,11 @@ def main(argv=None):
     if not re.match(r'^[0-9a-f]{32}$', function_id):
         sys.stderr.write('not a bitstream\n')
         return 2
-    regions = [r for r in sysfs.fpga_regions(root) if r.address == address]
-    if len(regions) != 1:
-        sys.stderr.write('no FPGA region at %s\n' % address)
+    path = _afu_id_path(root, address)
+    if path is None:
+        sys.stderr.write('no FPGA port or region at %s\n' % address)
         return 1
-    with open(os.path.join(regions[0].path, 'afu_id'), 'w') as f:
+    with open(path, 'w') as f:
         f.write(function_id + '\n')
     log = os.path.join(os.path.dirname(root), 'programmed.log')
     with open(log, 'a') as f:
