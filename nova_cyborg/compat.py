@@ -21,12 +21,6 @@ backport is judged by what it contains:
 * :func:`spawn`: Nova 34 runs background work in its named thread pools
   (``nova.thread_pool_factory``); Nova 33 has one default pool behind
   ``nova.utils.spawn``.
-* :func:`driver_allocates_cyborg_mdevs`: the libvirt driver of Nova 34
-  creates the mediated devices of Cyborg's MDEV attach handles
-  (``LibvirtDriver._allocate_cyborg_mdevs``, which patch 0004a routes to
-  nova_cyborg); Nova 33's does not, and its series calls
-  ``nova_cyborg.hooks.libvirt.add_accelerator_mdevs`` where Nova 34 calls
-  that method.
 * :func:`warn_if_nova_managed`: Nova 34 warns when a GPU Cyborg manages
   is also in Nova's own ``[mdev_*]`` configuration; Nova 33 has no such
   check (nothing is logged).
@@ -75,12 +69,6 @@ def spawn(func, *args):
         return factory.spawn_on(factory.ExecutorType.DEFAULT, func, *args)
     from nova import utils
     return utils.spawn(func, *args)
-
-
-def driver_allocates_cyborg_mdevs(driver):
-    """Whether the libvirt driver creates Cyborg's mediated devices itself
-    (``_allocate_cyborg_mdevs``; Nova 34)."""
-    return callable(getattr(driver, '_allocate_cyborg_mdevs', None))
 
 
 def warn_if_nova_managed(driver, attach_handle_info):

@@ -10,7 +10,6 @@ validates that data and never calls Cyborg.
 """
 
 from nova_cyborg import bookkeeping
-from nova_cyborg import compat
 from nova_cyborg import live_migration_compute
 from nova_cyborg import move
 from nova_cyborg.virt import guard
@@ -146,7 +145,8 @@ def accelerators_after_move(driver, context, instance, mdevs):
 def add_accelerator_mdevs(driver, accel_info, mdevs):
     """Called by ``LibvirtDriver.spawn()`` and ``_hard_reboot()`` of Nova
     33 (patch 0004a of its series), whose driver makes no mediated devices
-    for Cyborg's MDEV attach handles; Nova 34's does it there itself.
+    for Cyborg's MDEV attach handles; Nova 34's does it there itself,
+    through :func:`allocate_mdevs` (patch 0004a), which this calls too.
 
     :param accel_info: the ARQ dicts of the guest, or None.
     :param mdevs: the mdev UUIDs Nova gives the guest.
@@ -157,11 +157,8 @@ def add_accelerator_mdevs(driver, accel_info, mdevs):
     mdevs = list(mdevs)
     if not accel_info:
         return mdevs
-    if compat.driver_allocates_cyborg_mdevs(driver):
-        made = driver._allocate_cyborg_mdevs(accel_info)
-    else:
-        made = nc_libvirt.allocate_mdevs(driver, accel_info)
-    mdevs.extend(mdev for mdev in made if mdev not in mdevs)
+    mdevs.extend(mdev for mdev in allocate_mdevs(driver, accel_info)
+                 if mdev not in mdevs)
     return mdevs
 
 

@@ -83,12 +83,13 @@ class HealAllocationsTest(testtools.TestCase):
 
 class AcceleratorsAfterMoveTest(testtools.TestCase):
 
+    @mock.patch('nova_cyborg.virt.libvirt.allocate_mdevs')
     @mock.patch('nova_cyborg.move.instance_arqs')
-    def test_mdevs_added_once(self, instance_arqs):
+    def test_mdevs_added_once(self, instance_arqs, allocate):
         driver = mock.Mock()
-        driver._allocate_cyborg_mdevs.return_value = ['m1', 'm2']
+        allocate.return_value = ['m1', 'm2']
         arqs, mdevs = libvirt_hooks.accelerators_after_move(
             driver, 'ctx', 'inst', ['m0', 'm1'])
         self.assertEqual(instance_arqs.return_value, arqs)
-        driver._allocate_cyborg_mdevs.assert_called_once_with(arqs)
+        allocate.assert_called_once_with(driver, arqs)
         self.assertEqual(['m0', 'm1', 'm2'], mdevs)
