@@ -184,14 +184,15 @@ class DflHost:
     ``/dev`` (regular files, not device nodes)."""
 
     def __init__(self, host=None):
-        """``host``: one with its other devices added (the FPGA regions and
-        managers it has take the first numbers, as they share the
-        kernel's idas)."""
+        """``host``: the :class:`SimulatedHost` the cards are added to;
+        it writes them with its own tree (one DflHost a host)."""
         self.host = host or simulator.SimulatedHost()
+        if 'dfl' in self.host.extensions:
+            raise ValueError('the host has its DFL cards already')
+        self.host.extensions['dfl'] = self
         self.cards = []
-        taken = self.host._regions
-        self._ids = {'fme': 0, 'port': 0, 'region': taken,
-                     'manager': taken, 'bridge': 0}
+        self._ids = {'fme': 0, 'port': 0, 'region': 0, 'manager': 0,
+                     'bridge': 0}
         self.root = self.dev_dir = None
 
     def _next(self, kind):
@@ -250,12 +251,44 @@ class DflHost:
         return self.host._dir(address, *parts)
 
     def write(self, root, dev_dir=None):
-        """Write the host's tree, then each card's DFL devices."""
-        self.root, self.dev_dir = root, dev_dir
-        self.host.write(root)
+        """Write the host's tree, with each card's DFL devices."""
+        self.dev_dir = dev_dir
+        return self.host.write(root)
+
+    def write_devices(self, root):
+        """What the DFL drivers register, after the host's PCI tree. A
+        function removed from the host (hot unplug) takes its devices
+        with it."""
+        self.root = root
         for card in self.cards:
-            self._write_card(card)
+            if card.pf in self.host.functions:
+                self._write_card(card)
         return root
+
+    def load_state(self, root):
+        """Each port's afu_id as a tree written before holds it."""
+        saved, self.root = self.root, root
+        try:
+            for card in self.cards:
+                for port in card.ports:
+                    if not self._present(card, port):
+                        continue
+                    path = os.path.join(self.port_dir(card, port.index),
+                                        'afu_id')
+                    afu_id = simulator._read(path)
+                    if afu_id is not None:
+                        port.afu_id = None if afu_id == NO_AFU else afu_id
+        finally:
+            self.root = saved
+
+    def _present(self, card, port):
+        return (card.pf in self.host.functions and
+                (not card.sriov or port.vf in self.host.functions))
+
+    def card_of(self, address):
+        """The card whose PF, or a port's VF, is ``address``; or None."""
+        return next((c for c in self.cards
+                     if address == c.pf or address in c.handles()), None)
 
     def fme_dir(self, card):
         return self._pci(card.pf, 'fpga_region', 'region%d'
@@ -306,6 +339,8 @@ class DflHost:
         for port in card.ports:
             self._write_pr(card, fme, port)
         for port in card.ports:
+            if not self._present(card, port):
+                continue
             if card.sriov:
                 # SOURCES['pci'] / ['base_region']: the VF's own base
                 # region.
@@ -362,7 +397,8 @@ class DflHost:
         """What a partial reconfiguration leaves: port ``index``'s new
         afu_id."""
         card.ports[index].afu_id = afu_id
-        if self.root is not None:
+        if (self.root is not None and
+                self._present(card, card.ports[index])):
             simulator._write(os.path.join(self.port_dir(card, index),
                                           'afu_id'),
                              (afu_id or NO_AFU) + '\n')

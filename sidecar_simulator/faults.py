@@ -43,16 +43,39 @@ def set_aer(host, address, fatal=None, nonfatal=None):
                         _aer_text(nonfatal, 'TOTAL_ERR_NONFATAL'))
 
 
-def set_fpga_state(host, address, state, kind='manager'):
-    """Write the ``state`` of an FPGA's manager (``kind='manager'``) or
-    region (``kind='region'``), for example ``'write error'`` or
-    ``'operating'``."""
-    number = host.functions[address].region
-    if number is None:
+def set_fpga_state(host, address, state):
+    """Write the ``state`` of the FPGA manager of the DFL card whose PF
+    (or port's VF) is ``address``, for example ``'write complete error'``
+    or ``'operating'`` (Documentation/ABI/testing/sysfs-class-fpga-manager;
+    drivers/fpga/fpga-mgr.c state_str)."""
+    card = host.fpga_card(address)
+    if card is None:
         raise KeyError('%s is not a simulated FPGA' % address)
-    relpath = {'manager': 'fpga_manager/fpga%d/state',
-               'region': 'fpga_region/region%d/state'}[kind] % number
-    host.write_attr(address, relpath, state)
+    dfl = host.dfl
+    host_write(os.path.join(
+        dfl.fme_dir(card), 'dfl-fme-mgr.%d' % card.fme_id, 'fpga_manager',
+        'fpga%d' % card.manager, 'state'), state)
+
+
+def set_fpga_error(host, address, relpath, value):
+    """Write a DFL error file of the card whose PF (or port's VF) is
+    ``address``: ``relpath`` ``fme/<file>``, ``port/<file>`` (the port
+    reached through ``address``, port 0 for the PF) with ``value`` such
+    as ``'0x1'`` (Documentation/ABI/testing/sysfs-platform-dfl-fme and
+    -port, errors/*)."""
+    card = host.fpga_card(address)
+    if card is None:
+        raise KeyError('%s is not a simulated FPGA' % address)
+    if relpath.startswith('port/') and address != card.pf:
+        _card, index = host.dfl.find_port(address)
+        if index:
+            relpath = 'port%d/%s' % (index, relpath[len('port/'):])
+    host.dfl.set_error(card, relpath, value)
+
+
+def host_write(path, value):
+    with open(path, 'w') as f:
+        f.write(value + '\n')
 
 
 def unplug(host, address):
@@ -101,8 +124,9 @@ def remove_vf(host, address):
     puts back. A VF serving an FPGA region is not supported here.
     """
     function = host.functions[address]
-    if function.physfn is None or function.region is not None:
-        raise KeyError('%s is not a simulated VF without a region' % address)
+    if function.physfn is None or host.fpga_card(address):
+        raise KeyError('%s is not a simulated VF without an FPGA port'
+                       % address)
     saved = copy.deepcopy(function)
     del host.functions[address]
     os.unlink(os.path.join(host.root, 'bus/pci/devices', address))

@@ -5,7 +5,7 @@ Tests, demos and benchmarks describe a host once and get both views::
     host = SimulatedHost.from_description({
         'pfs': [{'vendor_id': '8086', 'product_id': '1528', 'num_vfs': 4,
                  'vf_product_id': '1515', 'numa_node': 0}],
-        'fpgas': [{'num_vfs': 1, 'function_id': '<32 hex digits>'}],
+        'fpgas': [{'num_vfs': 2, 'function_id': '<32 hex digits>'}],
         'gpus': [{'mdev_types': [{'type_id': 'nvidia-222',
                                   'name': 'GRID T4-1B',
                                   'available_instances': 16}]}]})
@@ -13,25 +13,29 @@ Tests, demos and benchmarks describe a host once and get both views::
     uri = host.write_node_xml('/tmp/node.xml')    # 'test:///tmp/node.xml'
 
 Entry keys are the arguments of :meth:`SimulatedHost.add_pf`, ``add_fpga``
-and ``add_gpu``. An entry without ``address`` gets function 0 of the next
-free slot from ``start`` (default ``0000:81:00.0``). VF *i* (0-based) of a
-PF is at the PF's routing id + 1 + *i* (SR-IOV offset 1, stride 1):
+and ``add_gpu``. An FPGA is an Intel DFL card written by
+:mod:`sidecar_simulator.dfl` from the kernel's ABI (the generic
+``fpga_region`` holding ``afu_id`` that this module once wrote has no
+source in the kernel). An entry without ``address`` gets function 0 of
+the next free slot from ``start`` (default ``0000:81:00.0``). VF *i*
+(0-based) of a PF is at the PF's routing id + 1 + *i* (SR-IOV offset 1,
+stride 1):
 ``81:00.1`` ... ``81:00.7``, ``81:01.0``, ... and on to the next bus after
 slot 1f: the scheme of Nova's fakelibvirt ``HostPCIDevicesInfo``, whose
 exact host :func:`from_fakelibvirt` builds.
 
 The tree has the kernel's layout: ``devices/pci<dddd>:00/<bdf>/`` (``vendor``,
 ``device``, ``class``, ``numa_node``, ``sriov_*``, ``physfn`` and
-``virtfn<i>`` links, ``mdev_supported_types/<type>/``, mdevs, and for FPGAs
-``fpga_region/region<N>`` and ``fpga_manager/fpga<N>``) linked from
-``bus/pci/devices``, ``class/{mdev_bus,fpga_region,fpga_manager}`` and
-``bus/mdev/devices``. After :meth:`SimulatedHost.write` the mutators change
-the description and the tree alike; ``write_attr`` and ``remove_attr``
-corrupt the tree only.
+``virtfn<i>`` links, ``mdev_supported_types/<type>/``, mdevs) linked from
+``bus/pci/devices``, ``class/mdev_bus`` and ``bus/mdev/devices``; the
+cards of :mod:`sidecar_simulator.dfl` and :mod:`sidecar_simulator.xrt`
+added to a host are written with it. After :meth:`SimulatedHost.write`
+the mutators change the description and the tree alike; ``write_attr``
+and ``remove_attr`` corrupt the tree only.
 
 Writing over a tree written before (a host's process restarts) replaces
 it in place. The kernel keeps some state across a restart of the services
-that use it: what an FPGA region has loaded and the mdevs created.
+that use it: what an FPGA port has loaded and the mdevs created.
 :meth:`SimulatedHost.load_state` takes that state from an existing tree
 first, so that a restarted host finds its hardware as it left it::
 
@@ -49,6 +53,9 @@ from sidecar_simulator import libvirt_xml as simulator_xml
 
 DEFAULT_START = '0000:81:00.0'
 NO_FUNCTION = '0' * 32
+#: Directories of links the kernel removes with the device they lead to.
+_CLASS_LINKS = ('class/fpga_region', 'class/fpga_manager',
+                'class/fpga_bridge', 'bus/platform/devices')
 DEFAULT_COMPAT_ID = 'f3c9941350814aadbced07eb84a6d0bb'
 
 
@@ -71,9 +78,6 @@ class SimFunction:
     physfn: Optional[str] = None
     virtfns: dict = dataclasses.field(default_factory=dict)  # index: addr
     mdev_types: list = dataclasses.field(default_factory=list)
-    region: Optional[int] = None  # FPGA region and manager number
-    compat_id: Optional[str] = None
-    function_id: Optional[str] = None
     #: The bound driver's name (``driver`` link) and the IOMMU group number
     #: (``iommu_group`` link); None: no link.
     driver: Optional[str] = None
@@ -138,7 +142,10 @@ class SimulatedHost:
         self.domain, self._next = _rid(start)
         self.functions = {}  # address: SimFunction, in creation order
         self.root = None
-        self._regions = 0
+        #: What writes more after this host's own tree (a
+        #: :class:`sidecar_simulator.dfl.DflHost`,
+        #: :class:`sidecar_simulator.xrt.XrtHost`): ``{kind: extension}``.
+        self.extensions = {}
         #: function address: the PCIe port above it in ``devices/``
         #: (:mod:`sidecar_simulator.pci_health`); none: on the root bus.
         self.ports = {}
@@ -179,25 +186,40 @@ class SimulatedHost:
             self._new_vf(pf, vf_product_id or product_id, index)
         return pf
 
-    def add_fpga(self, vendor_id='8086', product_id='0b30',
-                 class_id='120000', address=None, num_vfs=0,
-                 vf_product_id=None, function_id=None,
-                 compat_id=DEFAULT_COMPAT_ID, numa_node=None,
-                 region_per_vf=False):
-        """An FPGA PF with one region and manager, ``function_id`` loaded.
+    def add_fpga(self, profile=None, address=None, num_vfs=0,
+                 function_id=None, compat_id=DEFAULT_COMPAT_ID,
+                 numa_node=None):
+        """An Intel DFL card (:mod:`sidecar_simulator.dfl`) whose ports
+        hold ``function_id``; returns its PF.
 
-        With ``region_per_vf`` the card has one region (and manager) on
-        each of its ``num_vfs`` VFs instead, each loaded with
-        ``function_id``: a card with several regions, a VF serving each.
+        With ``num_vfs`` (1 to 4) the card has that many ports, each
+        released and served by its VF (VF *i*, port *i*; default profile
+        ``n6000``); without, one port on the PF (``d5005``).
         """
-        pf = self.add_pf(vendor_id, product_id, class_id, address, num_vfs,
-                         vf_product_id, numa_node)
-        for f in ([self.functions[a] for a in pf.virtfns.values()]
-                  if region_per_vf else [pf]):
-            f.region, f.compat_id = self._regions, compat_id
-            f.function_id = function_id
-            self._regions += 1
-        return pf
+        card = self.dfl.add_card(
+            profile or ('n6000' if num_vfs else 'd5005'), compat_id,
+            function_id, sriov=bool(num_vfs), address=address,
+            numa_node=numa_node, ports=num_vfs or 1)
+        return self.functions[card.pf]
+
+    @property
+    def dfl(self):
+        """This host's :class:`sidecar_simulator.dfl.DflHost`."""
+        if 'dfl' not in self.extensions:
+            from sidecar_simulator import dfl
+            dfl.DflHost(self)
+            assert 'dfl' in self.extensions
+        return self.extensions['dfl']
+
+    def fpga_card(self, address):
+        """The DFL card whose PF or port's VF is ``address``, or None."""
+        extension = self.extensions.get('dfl')
+        return extension and extension.card_of(address)
+
+    def fpga_pfs(self):
+        """The PFs of this host's DFL cards, sorted."""
+        extension = self.extensions.get('dfl')
+        return sorted(c.pf for c in extension.cards) if extension else []
 
     def add_gpu(self, vendor_id='10de', product_id='1eb8',
                 class_id='030200', address=None, mdev_types=(),
@@ -234,6 +256,8 @@ class SimulatedHost:
         self.root = root
         for function in self.functions.values():
             self._write_function(function)
+        for extension in self.extensions.values():
+            extension.write_devices(root)
         return root
 
     def load_state(self, root):
@@ -241,7 +265,7 @@ class SimulatedHost:
         ``self``.
 
         That is what the kernel keeps while the services that use the
-        devices restart: each FPGA region's loaded function (``afu_id``,
+        devices restart: each FPGA port's loaded function (``afu_id``,
         which a programmer writes to the tree directly), and each mdev
         type's mdevs and available instances. Functions missing from the
         tree keep their description; nothing is written.
@@ -251,13 +275,6 @@ class SimulatedHost:
             for f in self.functions.values():
                 if not os.path.isdir(self._dir(f.address)):
                     continue
-                if f.region is not None:
-                    afu_id = _read(self._dir(
-                        f.address, 'fpga_region', 'region%d' % f.region,
-                        'afu_id'))
-                    if afu_id is not None:
-                        f.function_id = (None if afu_id == NO_FUNCTION
-                                         else afu_id)
                 for t in f.mdev_types:
                     type_dir = self._dir(f.address, 'mdev_supported_types',
                                          t.type_id)
@@ -269,6 +286,8 @@ class SimulatedHost:
                                                'available_instances'))
                     if count is not None:
                         t.available_instances = int(count)
+            for extension in self.extensions.values():
+                extension.load_state(root)
         finally:
             self.root = saved
         return self
@@ -301,19 +320,6 @@ class SimulatedHost:
                     self._unlink_mdev(f.address, t.type_id, uuid)
             for uuid in t.mdevs:
                 self._write_mdev(f, t, uuid)
-        if f.region is not None:
-            for kind, name, files in (
-                    ('fpga_region', 'region%d', {
-                        'compat_id': f.compat_id or '',
-                        'afu_id': f.function_id or NO_FUNCTION}),
-                    ('fpga_manager', 'fpga%d', {
-                        'name': 'Simulated FPGA Manager',
-                        'state': 'operating', 'firmware': ''})):
-                class_dir = self._dir(f.address, kind, name % f.region)
-                _write_files(class_dir, files)
-                _link('../..', os.path.join(class_dir, 'device'))
-                _symlink(class_dir, os.path.join(self.root, 'class', kind,
-                                                 name % f.region))
 
     def _write_links(self, f, path):
         """The ``driver`` and ``iommu_group`` links and their other ends
@@ -386,12 +392,16 @@ class SimulatedHost:
                      os.path.join(self.root, 'class/mdev_bus', address)):
             if os.path.lexists(path):
                 os.unlink(path)
-        if f.region is not None:
-            for kind, name in (('fpga_region', 'region%d'),
-                               ('fpga_manager', 'fpga%d')):
-                os.unlink(os.path.join(self.root, 'class', kind,
-                                       name % f.region))
         shutil.rmtree(self._dir(address))
+        # The class devices under the function go with it
+        # (drivers/base/core.c device_del).
+        for directory in _CLASS_LINKS:
+            directory = os.path.join(self.root, directory)
+            for name in (os.listdir(directory)
+                         if os.path.isdir(directory) else ()):
+                link = os.path.join(directory, name)
+                if not os.path.exists(link):
+                    os.unlink(link)
 
     def add_vf(self, pf_address, product_id=None):
         """Add a VF at the PF's lowest free index; returns its address."""
@@ -412,12 +422,20 @@ class SimulatedHost:
         return vf.address
 
     def set_function_id(self, address, function_id):
-        """Load ``function_id`` (32 hex, or None) into an FPGA's region."""
-        f = self.functions[address]
-        f.function_id = function_id
-        if self.root is not None:
-            self.write_attr(address, 'fpga_region/region%d/afu_id' % f.region,
-                            function_id or NO_FUNCTION)
+        """Load ``function_id`` (32 hex, or None) into the FPGA port
+        reached through ``address``; a card's PF: into all its ports."""
+        card = self.fpga_card(address)
+        if card is None:
+            raise KeyError('%s is not a simulated FPGA' % address)
+        for index, handle in enumerate(card.handles()):
+            if address in (handle, card.pf):
+                self.dfl.set_afu_id(card, function_id, index)
+
+    def afu_id_path(self, address):
+        """The ``afu_id`` file of the FPGA port reached through
+        ``address`` (Documentation/ABI/testing/sysfs-platform-dfl-port)."""
+        card, index = self.dfl.find_port(address)
+        return os.path.join(self.dfl.port_dir(card, index), 'afu_id')
 
     def set_available_instances(self, address, type_id, count):
         self._mdev_type(address, type_id).available_instances = count

@@ -102,7 +102,12 @@ class XrtHost:
     """Alveo cards on a :class:`SimulatedHost`."""
 
     def __init__(self, host=None):
+        """``host``: the :class:`SimulatedHost` the cards are added to;
+        it writes them with its own tree (one XrtHost a host)."""
         self.host = host or simulator.SimulatedHost()
+        if 'xrt' in self.host.extensions:
+            raise ValueError('the host has its Alveo cards already')
+        self.host.extensions['xrt'] = self
         self.cards = []
         self.root = None
 
@@ -126,12 +131,27 @@ class XrtHost:
         return card
 
     def write(self, root):
-        """Write the host's tree, then what XRT's drivers add."""
+        """Write the host's tree, with what XRT's drivers add."""
+        return self.host.write(root)
+
+    def write_devices(self, root):
+        """What XRT's drivers add, after the host's PCI tree."""
         self.root = root
-        self.host.write(root)
         for card in self.cards:
-            self._write_card(card)
+            if {card.mgmt, card.user} <= set(self.host.functions):
+                self._write_card(card)
         return root
+
+    def load_state(self, root):
+        """Each user PF's loaded xclbin as a tree written before holds it
+        (the card keeps it while the services restart)."""
+        for card in self.cards:
+            path = os.path.join(self.host._dir(card.user), 'xclbinuuid')
+            value = simulator._read(path)
+            if value is not None:
+                value = value.replace('-', '')
+                card.xclbin_uuid = (None if value == '0' * 32
+                                    else value)
 
     def _pci(self, address, *parts):
         return self.host._dir(address, *parts)

@@ -167,28 +167,6 @@ def pci_observation(sysfs_root, device, conf=None):
         unreadable=tuple(unreadable))
 
 
-def fpga_problems(region):
-    """``(problems, busy)`` of an FPGA region and its manager (a
-    :class:`sidecar.sources.sysfs.FpgaRegion`, or None: no region)."""
-    if region is None:
-        return ('its FPGA region is gone',), False
-    problems, busy = [], False
-    for what, path in (('region %s' % region.name, region.path),
-                       ('manager %s' % os.path.basename(region.manager or ''),
-                        region.manager)):
-        if path is None:
-            continue
-        state = _read(os.path.join(path, 'state'))
-        if state is None:
-            continue
-        state = state.strip()
-        if state in BUSY_STATES:
-            busy = True
-        elif state != OPERATING:
-            problems.append('FPGA %s state is %r' % (what, state))
-    return tuple(problems), busy
-
-
 def mdev_problems(sysfs_root, device):
     """Problems of the parent functions of ``device``'s MDEV handles (a
     vGPU 17 VF's vendor-VFIO handle has no mdev parent: gpu_vfio checks

@@ -1,19 +1,4 @@
-"""FPGA driver: one Deployable per FPGA region of a card.
-
-Regions are found under ``<[sidecar] sysfs_root>/class/fpga_region``. A
-card is a PF (the Device, its control path) with the regions whose
-``device`` leads to it or to one of its VFs:
-
-* one region on the PF: one deployable named by the PF's address, whose
-  attach handles are the PF's VFs, or the PF itself without VFs;
-* regions on VFs (several regions: each region's ``device`` leads to the
-  VF that serves it): one deployable per region, named by its VF's
-  address, with that VF as its one attach handle. Each region is
-  programmed on its own (:meth:`FpgaDriver.region`).
-
-A region's ``compat_id`` gives the region trait and its ``afu_id`` the
-function currently loaded, reported with the very trait cyborg-conductor
-adds after programming (see :func:`function_trait`).
+"""FPGA driver: the FPGA cards the kernel registers, read as it does.
 
 Intel DFL cards (:mod:`sidecar.sources.dfl`: PAC A10, D5005, N3000,
 N6000) are read as the kernel registers them: one device per card (its
@@ -31,6 +16,11 @@ deployable attached as that PF, whose function is the loaded xclbin's
 UUID (``xclbinuuid``) and whose region traits are the shell's
 ``interface_uuids``; the management PF (``xclmgmt``) of the same slot is
 named in the device's board info and never offered to a guest.
+
+Any other ``class/fpga_region`` (a SoC's device-tree overlay region, a
+vendor's out-of-tree driver) has no ABI saying where its loaded function
+or the function serving it is: each is skipped with one WARNING naming
+it, as are regions whose ``device`` leads to no PCI function.
 """
 
 import dataclasses
@@ -43,7 +33,6 @@ from oslo_log import log as logging
 
 from sidecar import exception
 from sidecar import model
-from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
 from sidecar.drivers import dfl_health
 from sidecar.sources import base as sources
@@ -89,7 +78,7 @@ def parse_id(value, what):
 
 
 class FpgaDriver(base.DiscoveryDriver):
-    """Report FPGA regions; find a region's manager and loaded function."""
+    """Report FPGA cards (DFL, Alveo) and the function each has loaded."""
 
     name = 'fpga'
 
@@ -97,7 +86,6 @@ class FpgaDriver(base.DiscoveryDriver):
         super().__init__(conf, source)
         self.sysfs_root = conf.sidecar.sysfs_root
         self.problems = sources.ProblemLog(LOG)
-        self._pf_of = {}  # every claimed address: its PF's address
         self._dfl_ports = {}  # a DFL deployable's name: its DflPort
         self._xrt_cards = {}  # an Alveo user PF's address: its XrtCard
         self._xrt_seen = {}  # an Alveo user PF: the function last read
@@ -105,43 +93,15 @@ class FpgaDriver(base.DiscoveryDriver):
     def _discover(self):
         functions = self.source.functions()
         by_address = {f.address: f for f in functions}
-        vfs = {}
-        for f in functions:
-            if f.physfn is not None:
-                vfs.setdefault(f.physfn, []).append(f)
-        regions = {}
         devices = []
-        pf_of = {}
         with self.problems.cycle():
             for region in sysfs.fpga_regions(self.sysfs_root):
-                if region.address is None:
-                    self.problems.warning(
-                        'Skipping FPGA region %s: its device link leads to '
-                        'no PCI function', region.name)
-                    continue
-                regions.setdefault(region.address, []).append(region)
-            cards = {}
-            for address, found in regions.items():
-                function = by_address.get(address)
-                pf = function.physfn if function is not None else None
-                cards.setdefault(pf or address, []).extend(found)
-            for address, found in sorted(cards.items()):
-                pf = by_address.get(address)
-                if pf is None and os.path.lexists(os.path.join(
-                        self.sysfs_root, 'bus', 'pci', 'devices', address)):
-                    # The source left it out and said why.
-                    LOG.debug('FPGA %s: PCI function left out', address)
-                    continue
-                try:
-                    device = self._device(pf, address, found,
-                                          vfs.get(address, ()))
-                except sources.MalformedDevice as exc:
-                    self.problems.warning('Skipping FPGA %s (%s): %s',
-                                          address, found[0].name, exc)
-                    continue
-                devices.append(device)
-                for function in device.functions():
-                    pf_of[function] = address
+                self.problems.warning(
+                    'Skipping FPGA region %s (PCI function %s): neither an '
+                    'Intel DFL card (dfl-pci) nor an Alveo card (xocl); '
+                    'no kernel ABI tells its loaded function or the PCI '
+                    'function serving it', region.name,
+                    region.address or 'none')
             dfl_ports = {}
             for address, card in sorted(dfl.cards(self.sysfs_root).items()):
                 try:
@@ -153,10 +113,7 @@ class FpgaDriver(base.DiscoveryDriver):
                 if device is None:
                     continue
                 devices.append(device)
-                for function in device.functions():
-                    pf_of[function] = address
             devices.extend(self._xrt_devices(by_address))
-        self._pf_of = pf_of
         self._dfl_ports = dfl_ports
         return devices
 
@@ -244,37 +201,6 @@ class FpgaDriver(base.DiscoveryDriver):
                             ('product_id', pf.product_id)),
             driver_name=vendor_name(pf.vendor_id))
 
-    def _device(self, pf, address, regions, vfs):
-        if pf is None:
-            raise sources.MalformedDevice('no such PCI function')
-        if pf.physfn is not None:
-            raise sources.MalformedDevice('the region belongs to a VF')
-        on_pf = [r for r in regions if r.address == address]
-        if len(on_pf) > 1 or (on_pf and len(regions) > 1):
-            raise sources.MalformedDevice(
-                'several regions (%s) and not one per VF: which VF a '
-                'region serves is unknown'
-                % ', '.join(r.name for r in regions))
-        vfs = {f.address: f for f in vfs}
-        if on_pf:
-            deployables = (self._region_deployable(
-                pf, address, regions[0], list(vfs.values()) or [pf]),)
-        else:
-            deployables = tuple(
-                self._region_deployable(pf, r.address, r, [vfs[r.address]])
-                for r in sorted(regions, key=lambda r: r.address))
-        return model.Device(
-            type='FPGA', vendor=pf.vendor_id, model=pf.product_id,
-            address=address, deployables=deployables,
-            std_board_info=(('class', pf.class_id),
-                            ('product_id', pf.product_id)),
-            driver_name=vendor_name(pf.vendor_id))
-
-    def _region_deployable(self, pf, name, region, handles):
-        return self._deployable(pf, name, handles,
-                                compat_path=region.path + '/compat_id',
-                                afu_path=region.path + '/afu_id')
-
     def _deployable(self, pf, name, handles, compat_path, afu_path):
         vendor = vendor_name(pf.vendor_id)
         traits = {os_traits.OWNER_CYBORG, 'CUSTOM_FPGA_' + vendor.upper()}
@@ -297,8 +223,8 @@ class FpgaDriver(base.DiscoveryDriver):
             driver_name=vendor)
 
     def health(self, device):
-        """Besides the PCI checks: the region and its manager are
-        ``operating`` (no verdict while a bitstream is written)."""
+        """Besides the PCI checks: a DFL card's error files and manager
+        (:mod:`sidecar.drivers.dfl_health`), an Alveo card's PFs."""
         observation = super().health(device)
         if observation.gone:
             return observation
@@ -308,41 +234,7 @@ class FpgaDriver(base.DiscoveryDriver):
         if card is not None:
             return dataclasses.replace(observation, problems=(
                 observation.problems + _xrt_problems(self.sysfs_root, card)))
-        functions = device.functions()
-        regions = [r for r in sysfs.fpga_regions(self.sysfs_root)
-                   if r.address in functions]
-        if len(regions) < len(device.deployables) or not regions:
-            regions.append(None)  # a region is gone
-        problems, busy = (), False
-        for region in regions:
-            more, region_busy = health_mod.fpga_problems(region)
-            problems += tuple(more)
-            busy = busy or region_busy
-        return dataclasses.replace(
-            observation, problems=observation.problems + problems,
-            busy=busy)
-
-    @staticmethod
-    def _read_afu_id(region):
-        return _read_id(region.path + '/afu_id')
-
-    def region(self, address):
-        """The :class:`sysfs.FpgaRegion` (region and manager paths) of the
-        FPGA ``address``: the region on that very function (a region's VF,
-        or the PF of a one-region card), else the one region of the card
-        ``address`` belongs to.
-
-        Raises UnknownDevice unless the last discovery reported it, and
-        for the PF of a card with several regions.
-        """
-        pf = self._pf_of.get(address)
-        if pf is not None:
-            card = [r for r in sysfs.fpga_regions(self.sysfs_root)
-                    if self._pf_of.get(r.address) == pf]
-            own = [r for r in card if r.address == address]
-            if own or len(card) == 1:
-                return (own or card)[0]
-        raise exception.UnknownDevice(kind='FPGA', address=address)
+        return observation
 
     def loaded_function(self, address):
         """The function id (32 lower-case hex digits) loaded in the FPGA
@@ -356,15 +248,12 @@ class FpgaDriver(base.DiscoveryDriver):
                 LOG.warning('FPGA %s (Alveo user PF): %s', address, exc)
                 return None
         port = self._dfl_ports.get(address)
-        if port is not None:
-            what, path = port.name, os.path.join(port.path, 'afu_id')
-        else:
-            region = self.region(address)
-            what, path = region.name, region.path + '/afu_id'
+        if port is None:
+            raise exception.UnknownDevice(kind='FPGA', address=address)
         try:
-            return _read_id(path)
+            return _read_id(os.path.join(port.path, 'afu_id'))
         except sources.MalformedDevice as exc:
-            LOG.warning('FPGA %s (%s): %s', address, what, exc)
+            LOG.warning('FPGA %s (%s): %s', address, port.name, exc)
             return None
 
 

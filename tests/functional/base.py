@@ -44,6 +44,7 @@ from placement import deploy as placement_deploy
 
 from sidecar import privileged
 from sidecar_simulator import host as simulator
+from sidecar_simulator import xrt
 from tests.functional.harness import broker
 from tests.functional.harness import cyborg_fixture
 from tests.functional.harness import glance_fixture
@@ -259,18 +260,22 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
                             memory_gb=16, num_mdevcap=0, mdev_types=(),
                             drivers=('fpga',), program_lease=600,
                             extra_config='', rpc_timeout=30,
-                            region_per_vf=False):
+                            plain_pfs=False):
         """Start a simulated host with FPGAs, and its sidecar.
 
-        :param vendors: vendor id of each PF's FPGA (default FPGA_VENDOR).
-        :param function_ids: function loaded in each PF's FPGA.
+        :param vendors: vendor id of each PF's FPGA (default FPGA_VENDOR):
+            ``8086`` an Intel DFL card (N6000) whose ports are released to
+            the PF's VFs, one port a VF (a deployable and provider each);
+            ``10ee`` an Alveo U250 whose management PF is the PF and user
+            PF its first VF's address (one deployable, the user PF).
+        :param function_ids: function loaded in each PF's FPGA (each port).
         :param sidecar: False to report the FPGAs through the Cyborg child's
             control route instead (``report_data`` with chosen values).
         :param num_mdevcap: mdev-capable GPUs (fakelibvirt's, ``nvidia-11``
             with 16 instances), reported by the ``gpu`` driver.
         :param memory_gb: host memory; the RAM weigher prefers more.
-        :param region_per_vf: each FPGA has a region on each of its VFs
-            (a card with several regions) instead of one on its PF.
+        :param plain_pfs: fakelibvirt's PFs stay what they are there (SR-IOV
+            NICs, 8086:1528 with 8086:1515 VFs), no FPGA.
         """
         num_pfs = num_pfs or self.NUM_PFS
         num_vfs = num_vfs or self.NUM_VFS
@@ -292,11 +297,22 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             if f.mdev_types:
                 host.add_gpu(f.vendor_id, f.product_id, f.class_id,
                              address=f.address, mdev_types=f.mdev_types)
+            elif f.physfn is None and plain_pfs:
+                host.add_pf(f.vendor_id, f.product_id, f.class_id,
+                            address=f.address, num_vfs=len(f.virtfns),
+                            vf_product_id=layout.functions[
+                                f.virtfns[0]].product_id if f.virtfns
+                            else None, numa_node=f.numa_node)
             elif f.physfn is None:
-                host.add_fpga(vendor_id=next(vendors), address=f.address,
-                              num_vfs=len(f.virtfns),
-                              function_id=next(function_ids),
-                              region_per_vf=region_per_vf)
+                vendor, function_id = next(vendors), next(function_ids)
+                if vendor == '10ee':
+                    xrt_host = (host.extensions.get('xrt') or
+                                xrt.XrtHost(host))
+                    xrt_host.add_card(
+                        'u250', xclbin_uuid=function_id, address=f.address)
+                else:
+                    host.add_fpga(address=f.address, num_vfs=len(f.virtfns),
+                                  function_id=function_id)
         self.hosts[hostname] = host
         if sidecar:
             conn = self.computes[hostname].driver._host.get_connection()
@@ -338,39 +354,54 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         """Report a host's FPGAs without its sidecar (chosen values)."""
         host = self.hosts[hostname]
         devices = []
-        for pf in host.functions.values():
-            if pf.physfn is not None or pf.region is None:
-                continue
-            vfs = [a for a in pf.virtfns.values()]
+        for pf in host.fpga_pfs():
+            card = host.fpga_card(pf)
             devices.append({
-                'vendor': pf.vendor_id, 'model': pf.product_id,
+                'vendor': '8086', 'model': host.functions[pf].product_id,
                 'type': 'FPGA', 'std_board_info': {},
                 'controlpath_id': {'cpid_type': 'PCI',
-                                   'cpid_info': cpid(pf.address)},
+                                   'cpid_info': cpid(pf)},
                 'deployables': [{
-                    'name': '%s_%s' % (hostname, pf.address),
-                    'num_accelerators': len(vfs),
+                    'name': '%s_%s' % (hostname, handle),
+                    'num_accelerators': 1,
                     'driver_name': 'intel',
                     'attributes': {'rc': 'FPGA',
                                    'trait0': 'CUSTOM_FPGA_INTEL'},
                     'attach_handles': [
-                        {'attach_type': 'PCI', 'attach_info': cpid(vf),
-                         'in_use': in_use} for vf in vfs],
-                }],
+                        {'attach_type': 'PCI', 'attach_info': cpid(handle),
+                         'in_use': in_use}],
+                } for handle in card.handles()],
             })
         self.cyborg.report_data(hostname, devices)
 
     def pf_bdfs(self, hostname):
-        """PCI addresses of a host's FPGA PFs."""
-        return sorted(f.address for f in self.hosts[hostname].functions
-                      .values() if f.region is not None)
+        """PCI addresses of a host's FPGA cards' PFs (DFL cards; an Alveo
+        card's management PF)."""
+        host = self.hosts[hostname]
+        xrt_host = host.extensions.get('xrt')
+        return sorted(host.fpga_pfs() + [
+            c.mgmt for c in (xrt_host.cards if xrt_host else ())])
 
     def handle_bdfs(self, hostname):
-        """PCI addresses of the VFs of a host's FPGAs (with a region on
-        each VF: those VFs)."""
-        pfs = self.pf_bdfs(hostname)
-        return {f.address for f in self.hosts[hostname].functions.values()
-                if f.physfn in pfs or (f.physfn and f.address in pfs)}
+        """PCI addresses through which a host's FPGAs are attached: the
+        DFL ports' VFs (or PF), the Alveo cards' user PFs."""
+        host = self.hosts[hostname]
+        handles = {a for pf in host.fpga_pfs()
+                   for a in host.fpga_card(pf).handles()}
+        xrt_host = host.extensions.get('xrt')
+        cards = xrt_host.cards if xrt_host else ()
+        return handles | {c.user for c in cards}
+
+    def fpga_providers(self, hostname, pf):
+        """The provider names of the FPGA card whose PF is ``pf``: one
+        per port (DFL), the user PF's (Alveo)."""
+        host = self.hosts[hostname]
+        card = host.fpga_card(pf)
+        if card is not None:
+            return ['%s_%s' % (hostname, a) for a in card.handles()]
+        (user,) = [c.user for c in host.extensions['xrt'].cards
+                   if c.mgmt == pf]
+        return ['%s_%s' % (hostname, user)]
 
     def device_rp_uuids(self, hostname):
         """{deployable name: provider uuid} of a host's device providers."""

@@ -520,10 +520,8 @@ class SidecarKilledTest(ProcessFaultBase):
         return self.daemon.sysfs_root
 
     def loaded(self):
-        region = self.hosts['compute1'].functions[self.pf].region
-        path = os.path.join(
-            self.daemon.sysfs_root, 'bus', 'pci', 'devices', self.pf,
-            'fpga_region', 'region%d' % region, 'afu_id')
+        host = self.hosts['compute1']
+        path = host.afu_id_path(host.fpga_card(self.pf).handles()[0])
         with open(path) as f:
             return f.read().strip()
 

@@ -21,7 +21,9 @@ from nova_cyborg import exception as nc_exception  # noqa: E402
 from nova_cyborg import move  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
-TWO_FPGAS = [{'resources:FPGA': '2', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
+#: Two groups: each port of a DFL card is a provider of one.
+TWO_FPGAS = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'},
+             {'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
 
 class MoveTest(test_lifecycle.ServerWithAcceleratorBase):

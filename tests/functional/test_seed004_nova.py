@@ -41,7 +41,6 @@ with its ARQ deleted: test_faults_events.test_event_never_arrives.
 from tests.functional import base  # noqa: F401,I100
 
 import json  # noqa: E402
-import os  # noqa: E402
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -62,12 +61,7 @@ DEADLOCK = ('Deadlock found when trying to get lock; try restarting '
 def load_by_hand(test, host, pf, function_id):
     """The card ``pf`` of ``host`` loads ``function_id`` outside Cyborg
     (a card reprogrammed by hand); its sidecar reports it in Placement."""
-    region = test.hosts[host].functions[pf].region
-    path = os.path.join(
-        test.sidecars[host].sysfs_root, 'bus', 'pci', 'devices', pf,
-        'fpga_region', 'region%d' % region, 'afu_id')
-    with open(path, 'w') as f:
-        f.write(function_id + '\n')
+    test.hosts[host].set_function_id(pf, function_id)
     trait = test_sidecar.function_trait(function_id)
     rp_name = host + '_' + pf
     waits.wait_until(
@@ -168,7 +162,7 @@ class WrongFunctionTest(test_faults_events.FailedBootChecks,
               'accel:bitstream_id': self.create_bitstream(F_A)}])[1]
         self.start_accel_compute('compute1', memory_gb=32,
                                  function_ids=[F_OLD])
-        (self.pf,) = self.pf_bdfs('compute1')
+        (self.pf,) = self.handle_bdfs('compute1')
         self.change = self.useFixture(
             CardChangesAfterBind(self, 'compute1', self.pf, F_B))
 
@@ -188,7 +182,7 @@ class WrongFunctionTest(test_faults_events.FailedBootChecks,
                                  function_ids=[F_OLD])
         server = self.wait_active(self.post_server(self.flavor))
         self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
-        (pf2,) = self.pf_bdfs('compute2')
+        (pf2,) = self.handle_bdfs('compute2')
         self.assertEqual(F_A, self.loaded('compute2', pf2))
         (bound,) = self.assert_accelerated(server, 1)
         self.assertEqual([bound['uuid']],
@@ -217,7 +211,7 @@ class TraitChangedTest(test_faults_events.FailedBootChecks,
         for name, memory in (('compute1', 32), ('compute2', 16)):
             self.start_accel_compute(name, memory_gb=memory,
                                      function_ids=[F_A])
-        (pf,) = self.pf_bdfs('compute1')
+        (pf,) = self.handle_bdfs('compute1')
         with test_faults_events.HeldBinds() as binds:
             server = self.post_server(self.flavor)
             binds.wait()

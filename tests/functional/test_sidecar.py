@@ -63,10 +63,7 @@ class SidecarTestBase(base.AcceleratorTestBase):
             return [tuple(line.split()[1:]) for line in f]
 
     def loaded(self, hostname, address):
-        region = self.hosts[hostname].functions[address].region
-        path = os.path.join(
-            self.sidecars[hostname].sysfs_root, 'bus', 'pci', 'devices',
-            address, 'fpga_region', 'region%d' % region, 'afu_id')
+        path = self.hosts[hostname].afu_id_path(address)
         with open(path) as f:
             return f.read().strip()
 
@@ -74,16 +71,22 @@ class SidecarTestBase(base.AcceleratorTestBase):
 class ReportTest(SidecarTestBase):
 
     def test_fpga_providers_inventories_traits(self):
+        # PF0 an Intel DFL card whose two ports are released to its VFs,
+        # PF1 an Alveo card (its management PF; the user PF is attached).
         self.start_accel_compute('compute1', num_pfs=2, num_vfs=4,
                                  vendors=['8086', '10ee'],
                                  function_ids=[F_OLD, None])
-        intel, xilinx = ('compute1_' + pf for pf in self.pf_bdfs('compute1'))
-        for name in (intel, xilinx):
+        intel_pf, xilinx_pf = self.pf_bdfs('compute1')
+        ports = self.fpga_providers('compute1', intel_pf)
+        (xilinx,) = self.fpga_providers('compute1', xilinx_pf)
+        self.assertEqual(2, len(ports))
+        for name in ports + [xilinx]:
             inv = self.inventory(name)['FPGA']
-            self.assertEqual((2, 2, 0), (inv['total'], inv['max_unit'],
+            self.assertEqual((1, 1, 0), (inv['total'], inv['max_unit'],
                                          inv['reserved']))
-        self.assertTrue({'OWNER_CYBORG', 'CUSTOM_FPGA_INTEL',
-                         function_trait(F_OLD)} <= self.traits(intel))
+        for intel in ports:
+            self.assertTrue({'OWNER_CYBORG', 'CUSTOM_FPGA_INTEL',
+                             function_trait(F_OLD)} <= self.traits(intel))
         xilinx_traits = self.traits(xilinx)
         self.assertIn('CUSTOM_FPGA_XILINX', xilinx_traits)
         self.assertFalse([t for t in xilinx_traits
@@ -91,11 +94,11 @@ class ReportTest(SidecarTestBase):
         # The providers hang under the compute node's provider.
         compute_rp = self._get_provider_uuid_by_host('compute1')
         self.assertEqual(compute_rp,
-                         self.provider(intel)['parent_provider_uuid'])
+                         self.provider(ports[0])['parent_provider_uuid'])
         # Cyborg holds the devices, deployables and attach handles.
         deployables = {d['name']: d for d in self.cyborg.list_deployables()}
-        self.assertEqual({intel, xilinx}, set(deployables))
-        self.assertEqual(2, deployables[intel]['num_accelerators'])
+        self.assertEqual(set(ports) | {xilinx}, set(deployables))
+        self.assertEqual(1, deployables[ports[0]]['num_accelerators'])
 
     def test_gpu_providers(self):
         self.start_accel_compute('compute1', num_mdevcap=2,
@@ -111,39 +114,42 @@ class ReportTest(SidecarTestBase):
             self.assertIn('OWNER_CYBORG', self.traits(name))
         # The FPGAs are still reported beside them.
         for pf in self.pf_bdfs('compute1'):
-            self.assertIn('FPGA', self.inventory('compute1_' + pf))
+            for name in self.fpga_providers('compute1', pf):
+                self.assertIn('FPGA', self.inventory(name))
 
     def test_pci_device_spec(self):
-        spec = {'vendor_id': '8086', 'product_id': '0b30',
+        spec = {'vendor_id': '8086', 'product_id': '1528',
                 'resource_class': 'CUSTOM_QAT', 'traits': ['qat-c62x']}
         self.start_accel_compute(
-            'compute1', drivers=('pci',),
+            'compute1', drivers=('pci',), plain_pfs=True,
             extra_config='[pci]\ndevice_spec = %s' % json.dumps(spec))
-        (pf,) = self.pf_bdfs('compute1')
+        (pf,) = [f.address for f in self.hosts['compute1'].functions.values()
+                 if f.virtfns]
         name = 'compute1_' + pf
         self.assertEqual(2, self.inventory(name)['CUSTOM_QAT']['total'])
-        self.assertTrue({'OWNER_CYBORG', 'CUSTOM_QAT_C62X',
-                         'CUSTOM_PCI_8086', 'CUSTOM_PCI_PRODUCT_ID_0B30'}
-                        <= self.traits(name))
+        self.assertLessEqual({'OWNER_CYBORG', 'CUSTOM_QAT_C62X',
+                              'CUSTOM_PCI_8086',
+                              'CUSTOM_PCI_PRODUCT_ID_1515'},
+                             self.traits(name))
 
     def test_unchanged_sends_nothing_and_changes_are_reported(self):
         self.start_accel_compute('compute1', num_vfs=4, num_pfs=1)
         sidecar = self.sidecars['compute1']
         self.assertFalse(sidecar.cycle())
         (pf,) = self.pf_bdfs('compute1')
-        name = 'compute1_' + pf
+        names = self.fpga_providers('compute1', pf)
+        self.assertEqual(4, len(names))
         host = self.hosts['compute1']
-        # A VF disappears: inventory follows.
-        host.remove_function(max(host.functions[pf].virtfns.values()))
+        # A function is loaded out of band in port 0: its trait follows,
+        # the other ports' do not change.
+        vf = host.functions[pf].virtfns[0]
+        host.set_function_id(vf, F_A)
         self.assertTrue(sidecar.cycle())
-        self.assertEqual(3, self.inventory(name)['FPGA']['total'])
-        # A function is loaded out of band: the trait follows.
-        host.set_function_id(pf, F_A)
+        self.assertIn(function_trait(F_A), self.traits(names[0]))
+        self.assertNotIn(function_trait(F_A), self.traits(names[1]))
+        host.set_function_id(vf, F_B)
         self.assertTrue(sidecar.cycle())
-        self.assertIn(function_trait(F_A), self.traits(name))
-        host.set_function_id(pf, F_B)
-        self.assertTrue(sidecar.cycle())
-        traits = self.traits(name)
+        traits = self.traits(names[0])
         self.assertIn(function_trait(F_B), traits)
         self.assertNotIn(function_trait(F_A), traits)
         self.assertIn('CUSTOM_FPGA_INTEL', traits)
@@ -155,19 +161,20 @@ class ReportTest(SidecarTestBase):
         self.start_accel_compute('compute1', num_vfs=4, num_pfs=1,
                                  rpc_timeout=3)
         (pf,) = self.pf_bdfs('compute1')
-        name = 'compute1_' + pf
+        names = self.fpga_providers('compute1', pf)
         self.cyborg.stop()
         host = self.hosts['compute1']
-        host.remove_function(max(host.functions[pf].virtfns.values()))
+        host.set_function_id(pf, F_A)
         self.assertFalse(self.sidecars['compute1'].cycle())
         self.cyborg = self.useFixture(cyborg_fixture.CyborgFixture(
             self.placement_url, self.nova_url,
             transport_url=self.broker.transport_url))
         self.assertTrue(self.sidecars['compute1'].cycle())
-        (deployable,) = self.cyborg.list_deployables()
-        self.assertEqual((name, 3), (deployable['name'],
-                                     deployable['num_accelerators']))
-        self.assertEqual(3, self.inventory(name)['FPGA']['total'])
+        self.assertEqual(sorted(names), sorted(
+            d['name'] for d in self.cyborg.list_deployables()))
+        for name in names:
+            self.assertEqual(1, self.inventory(name)['FPGA']['total'])
+            self.assertIn(function_trait(F_A), self.traits(name))
 
 
 class ProgramTest(SidecarTestBase):
@@ -178,18 +185,24 @@ class ProgramTest(SidecarTestBase):
             [{'resources:FPGA': '1', 'accel:bitstream_id': image}])[1]
 
     def test_boot_programs_the_fpga(self):
+        # A card with two ports, each released to its VF: the server's
+        # port is programmed, the other keeps what it had.
         self.start_glance()
         flavor = self._profile(F_A)
         self.start_accel_compute('compute1', function_ids=[F_OLD])
-        (pf,) = self.pf_bdfs('compute1')
-        name = 'compute1_' + pf
         server = self.boot(flavor)
         self.assert_accelerated(server, 1)
-        self.assertEqual(F_A, self.loaded('compute1', pf))
-        self.assertEqual([(pf, F_A)], self.programmed('compute1'))
+        (vf,) = self.hostdev_bdfs(server)
+        (other,) = self.handle_bdfs('compute1') - {vf}
+        name = 'compute1_' + vf
+        self.assertEqual(F_A, self.loaded('compute1', vf))
+        self.assertEqual(F_OLD, self.loaded('compute1', other))
+        self.assertEqual([(vf, F_A)], self.programmed('compute1'))
         traits = self.traits(name)
         self.assertIn(function_trait(F_A), traits)
         self.assertNotIn(function_trait(F_OLD), traits)
+        self.assertIn(function_trait(F_OLD),
+                      self.traits('compute1_' + other))
         self.assertEqual(0, self.inventory(name)['FPGA']['reserved'])
         # The sidecar's next report agrees with what the conductor wrote.
         self.sidecars['compute1'].cycle()
@@ -212,59 +225,58 @@ class ProgramTest(SidecarTestBase):
         self.fail('servers still building: %s' % servers)
 
     def test_two_functions_two_hosts(self):
-        # Both servers are first sent to compute1 (more RAM), whose FPGA can
-        # hold one function. One is served there; the other's programming
-        # is refused and it is rescheduled to compute2.
+        # Both servers are first sent to compute1 (more RAM), whose card
+        # has one port: one is served there, the other on compute2's.
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
-        self.start_accel_compute('compute1', memory_gb=32)
-        self.start_accel_compute('compute2', memory_gb=16)
+        self.start_accel_compute('compute1', memory_gb=32, num_vfs=1)
+        self.start_accel_compute('compute2', memory_gb=16, num_vfs=1)
         servers = self._boot_both(flavor_a, flavor_b)
         self.assertEqual(['ACTIVE', 'ACTIVE'],
                          [s['status'] for s in servers])
         hosts = [s['OS-EXT-SRV-ATTR:host'] for s in servers]
         self.assertEqual({'compute1', 'compute2'}, set(hosts))
         for server, host, function_id in zip(servers, hosts, (F_A, F_B)):
-            (pf,) = self.pf_bdfs(host)
-            self.assertEqual(F_A if server is servers[0] else F_B,
-                             self.loaded(host, pf))
+            (vf,) = self.handle_bdfs(host)
+            self.assertEqual(function_id, self.loaded(host, vf))
             # Programmed once: never under the other server.
-            self.assertEqual([(pf, function_id)], self.programmed(host))
+            self.assertEqual([(vf, function_id)], self.programmed(host))
             self.assertIn(function_trait(function_id),
-                          self.traits(host + '_' + pf))
+                          self.traits(host + '_' + vf))
             self.assertEqual(
-                0, self.inventory(host + '_' + pf)['FPGA']['reserved'])
+                0, self.inventory(host + '_' + vf)['FPGA']['reserved'])
             self.assert_accelerated(server, 1)
 
     def test_two_functions_one_host(self):
+        # Each port of a card is programmed on its own: two servers asking
+        # two functions at once each get a port holding theirs.
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
         self.start_accel_compute('compute1')
         servers = self._boot_both(flavor_a, flavor_b)
-        by_state = {s['status']: s for s in servers}
-        self.assertEqual({'ACTIVE', 'ERROR'}, set(by_state))
-        active, failed = by_state['ACTIVE'], by_state['ERROR']
-        (pf,) = self.pf_bdfs('compute1')
-        function_id = F_A if active is servers[0] else F_B
-        self.assertEqual(function_id, self.loaded('compute1', pf))
-        self.assertEqual([(pf, function_id)], self.programmed('compute1'))
-        # The refused server holds nothing.
-        self.assertEqual([], self.cyborg.list_arqs(failed['id']))
-        self.assertEqual({}, self.allocations(failed['id']))
-        self.assertEqual(
-            0, self.inventory('compute1_' + pf)['FPGA']['reserved'])
+        self.assertEqual(['ACTIVE', 'ACTIVE'],
+                         [s['status'] for s in servers])
+        want = []
+        for server, function_id in zip(servers, (F_A, F_B)):
+            (vf,) = self.hostdev_bdfs(server)
+            self.assertEqual(function_id, self.loaded('compute1', vf))
+            self.assertIn(function_trait(function_id),
+                          self.traits('compute1_' + vf))
+            want.append((vf, function_id))
+        self.assertEqual(2, len({vf for vf, _f in want}))
+        self.assertEqual(sorted(want), sorted(self.programmed('compute1')))
 
     def test_never_reprogrammed_under_a_running_server(self):
-        # libvirt's answer (a domain uses the card) refuses first.
+        # One port, used: a server asking another function finds no room
+        # and the port keeps the running server's function.
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
-        self.start_accel_compute('compute1')
-        (pf,) = self.pf_bdfs('compute1')
+        self.start_accel_compute('compute1', num_vfs=1)
+        (vf,) = self.handle_bdfs('compute1')
         first = self.boot(flavor_a)
-        time.sleep(0.1)
         second = self.boot(flavor_b, expected_state='ERROR')
-        self.assertEqual(F_A, self.loaded('compute1', pf))
-        self.assertEqual([(pf, F_A)], self.programmed('compute1'))
+        self.assertEqual(F_A, self.loaded('compute1', vf))
+        self.assertEqual([(vf, F_A)], self.programmed('compute1'))
         self.assertEqual('ACTIVE', self.api.get_server(first['id'])['status'])
         self.assertEqual([], self.cyborg.list_arqs(second['id']))
         self.assertEqual({}, self.allocations(second['id']))
@@ -348,12 +360,12 @@ class PromiseTest(SidecarTestBase):
         # A server bound to a card that already holds its bitstream is
         # not programmed for: cyborg-conductor skips the sidecar ("already
         # has the needed bitstream"). Until it has spawned, only its
-        # Placement allocation says the card is promised to it; another
-        # server's programming must be refused meanwhile.
+        # Placement allocation says the port is promised to it; no other
+        # server may be given, or program, that port meanwhile.
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
-        self.start_accel_compute('compute1')
-        (pf,) = self.pf_bdfs('compute1')
+        self.start_accel_compute('compute1', num_vfs=1)
+        (pf,) = self.handle_bdfs('compute1')
         sidecar = self.sidecars['compute1']
         first = self.boot(flavor_b)
         self.assertEqual([(pf, F_B)], self.programmed('compute1'))
@@ -374,8 +386,8 @@ class PromiseTest(SidecarTestBase):
         self.assertEqual({'FPGA': 1}, {
             rc: n for alloc in self.allocations(held['id']).values()
             for rc, n in alloc['resources'].items() if rc == 'FPGA'})
-        # A server asking F_A lands on the card's other slot; its
-        # programming is refused and it has nowhere else to go.
+        # A server asking F_A finds the port promised: it has nowhere to
+        # go, and the port is not programmed.
         other = self.boot(flavor_a, expected_state='ERROR')
         self.assertEqual(F_B, self.loaded('compute1', pf))
         self.assertEqual([(pf, F_B)], self.programmed('compute1'))

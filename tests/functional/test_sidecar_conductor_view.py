@@ -13,7 +13,6 @@ bitstream) and that a server asking the old bitstream gets it programmed.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
-import os  # noqa: E402
 
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
@@ -108,12 +107,7 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
     def _load_out_of_band(self, function_id):
         """Load ``function_id`` with the card's own tool, not the
         sidecar."""
-        region = self.hosts['compute1'].functions[self.pf].region
-        path = os.path.join(
-            self.sidecars['compute1'].sysfs_root, 'bus', 'pci', 'devices',
-            self.pf, 'fpga_region', 'region%d' % region, 'afu_id')
-        with open(path, 'w') as f:
-            f.write(function_id + '\n')
+        self.hosts['compute1'].set_function_id(self.pf, function_id)
 
     def test_out_of_band_programming(self):
         self._setup()

@@ -50,6 +50,11 @@ class LiveMigratableTraitTest(base.AcceleratorTestBase):
             '/resource_providers/%s/traits' % rps[0]['uuid'],
             version='1.6').body['traits'])
 
+    def sriov_pfs(self, hostname):
+        """The host's PFs with VFs (``plain_pfs``: fakelibvirt's)."""
+        return sorted(f.address for f in self.hosts[hostname].functions
+                      .values() if f.virtfns)
+
     def wait_trait(self, name, present):
         waits.wait_until(
             lambda: (TRAIT in self.traits(name)) == present,
@@ -69,8 +74,9 @@ class LiveMigratableTraitTest(base.AcceleratorTestBase):
 
     def test_vf_spec(self):
         self.start_accel_compute('compute1', num_pfs=2, drivers=('pci',),
-                                 extra_config=vf_spec('yes'))
-        names = ['compute1_' + pf for pf in self.pf_bdfs('compute1')]
+                                 extra_config=vf_spec('yes'),
+                                 plain_pfs=True)
+        names = ['compute1_' + pf for pf in self.sriov_pfs('compute1')]
         for name in names:
             self.wait_trait(name, True)
             self.assertIn('OWNER_CYBORG', self.traits(name))
@@ -83,8 +89,9 @@ class LiveMigratableTraitTest(base.AcceleratorTestBase):
 
     def test_vf_spec_without_the_key(self):
         self.start_accel_compute('compute1', drivers=('pci',),
-                                 extra_config=vf_spec(False))
-        (pf,) = self.pf_bdfs('compute1')
+                                 extra_config=vf_spec(False),
+                                 plain_pfs=True)
+        (pf,) = self.sriov_pfs('compute1')
         traits = self.traits('compute1_' + pf)
         self.assertIn('OWNER_CYBORG', traits)
         self.assertNotIn(TRAIT, traits)
@@ -99,7 +106,8 @@ class LiveMigratableTraitTest(base.AcceleratorTestBase):
         self.wait_trait('compute1_' + gpu, True)
         # The FPGAs beside it are not migratable.
         for pf in self.pf_bdfs('compute1'):
-            self.assertNotIn(TRAIT, self.traits('compute1_' + pf))
+            for name in self.fpga_providers('compute1', pf):
+                self.assertNotIn(TRAIT, self.traits(name))
         self.restart_sidecar('compute1', drivers=('gpu', 'fpga'),
                              mdev_types=(MDEV_TYPE,))
         self.wait_trait('compute1_' + gpu, False)

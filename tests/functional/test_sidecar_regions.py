@@ -1,11 +1,12 @@
-"""A card with several FPGA regions, served region by region.
+"""A DFL card with two ports, served port by port.
 
 Against the real cyborg-conductor, Placement and Nova: the card's two
-regions (one on each VF) are two deployables and two resource providers;
-a server asking another function is given the free region, which alone is
-programmed (cyborg-conductor's ``fpga_program`` names only the card), and
-the server on the other region keeps its function, its trait and its
-state.
+ports (released, each to its VF: ``DFL_FPGA_FME_PORT_RELEASE``, dfl.c
+``dfl_fpga_cdev_config_ports_vf``) are two deployables and two resource
+providers, each with its own PR region; a server asking another function
+is given the free port, which alone is programmed (cyborg-conductor's
+``fpga_program`` names only the card), and the server on the other port
+keeps its function, its trait and its state.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -29,8 +30,8 @@ class MultiRegionCardTest(test_sidecar.SidecarTestBase):
         self.start_glance()
         flavor_a, flavor_b = self._profile(F_A), self._profile(F_B)
         self.start_accel_compute('compute1', num_pfs=1, num_vfs=2,
-                                 function_ids=[F_A], region_per_vf=True)
-        regions = self.pf_bdfs('compute1')
+                                 function_ids=[F_A])
+        regions = sorted(self.handle_bdfs('compute1'))
         self.assertEqual(2, len(regions))
         names = ['compute1_' + r for r in regions]
         # One provider per region, one accelerator each.

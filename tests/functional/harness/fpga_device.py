@@ -8,10 +8,9 @@ A test bitstream is a text file whose first line is the function id it
 holds (32 hex digits). Loading it writes that id where the card then
 reports its loaded function: the ``afu_id`` of the DFL port reached
 through ADDRESS (``dfl-port.M/afu_id``, the PF's or a released port's
-VF's; Documentation/ABI/testing/sysfs-platform-dfl-port), else of the
-generic FPGA region at ADDRESS (the simulator's older layout), and
-appends a line to ``SYSFS_ROOT/../programmed.log`` so tests can check
-what was programmed, where and when. A first line of ``sleep N``
+VF's; Documentation/ABI/testing/sysfs-platform-dfl-port), and appends
+a line to ``SYSFS_ROOT/../programmed.log`` so tests can check what was
+programmed, where and when. A first line of ``sleep N``
 makes the "card" take N seconds (to kill a sidecar mid-programming); one of
 ``fail`` makes it fail.
 """
@@ -22,7 +21,6 @@ import sys
 import time
 
 from sidecar.sources import dfl
-from sidecar.sources import sysfs
 
 
 def _afu_id_path(root, address):
@@ -31,9 +29,6 @@ def _afu_id_path(root, address):
              if p.address == address]
     if len(ports) == 1:
         return os.path.join(ports[0].path, 'afu_id')
-    regions = [r for r in sysfs.fpga_regions(root) if r.address == address]
-    if not ports and len(regions) == 1:
-        return os.path.join(regions[0].path, 'afu_id')
     return None
 
 
@@ -53,7 +48,7 @@ def main(argv=None):
         return 2
     path = _afu_id_path(root, address)
     if path is None:
-        sys.stderr.write('no FPGA port or region at %s\n' % address)
+        sys.stderr.write('no FPGA port at %s\n' % address)
         return 1
     with open(path, 'w') as f:
         f.write(function_id + '\n')

@@ -84,22 +84,23 @@ def expected_devices(hostname, simulated):
     from the simulated host alone (not from the sidecar's code).
     """
     expected = {}
-    for f in simulated.functions.values():
-        if f.region is None:
-            continue
-        vendor = fpga_driver.vendor_name(f.vendor_id).upper()
-        traits = {'OWNER_CYBORG', 'CUSTOM_FPGA_' + vendor}
-        if f.compat_id:
-            traits.add('CUSTOM_FPGA_REGION_%s_%s' % (vendor,
-                                                     f.compat_id.upper()))
-        if f.function_id:
-            traits.add('CUSTOM_FPGA_FUNCTION_ID_%s_%s' % (
-                vendor, f.function_id.upper()))
-        name = deployable_name(hostname, f.address)
-        expected[name] = {'uuid': provider_uuid(name),
-                          'resource_class': 'FPGA',
-                          'total': len(f.virtfns) or 1,
-                          'traits': frozenset(traits)}
+    for pf in simulated.fpga_pfs():
+        card = simulated.fpga_card(pf)
+        vendor = fpga_driver.vendor_name(
+            simulated.functions[pf].vendor_id).upper()
+        for port, handle in zip(card.ports, card.handles()):
+            # Documentation/ABI/testing/sysfs-class-fpga-region (the PR
+            # region's compat_id), sysfs-platform-dfl-port (afu_id).
+            traits = {'OWNER_CYBORG', 'CUSTOM_FPGA_' + vendor,
+                      'CUSTOM_FPGA_REGION_%s_%s' % (vendor,
+                                                    card.compat_id.upper())}
+            if port.afu_id:
+                traits.add('CUSTOM_FPGA_FUNCTION_ID_%s_%s' % (
+                    vendor, port.afu_id.upper()))
+            name = deployable_name(hostname, handle)
+            expected[name] = {'uuid': provider_uuid(name),
+                              'resource_class': 'FPGA', 'total': 1,
+                              'traits': frozenset(traits)}
     return expected
 
 
