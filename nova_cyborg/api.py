@@ -100,6 +100,16 @@ def check_hosts(context, func, instance, *args, **kwargs):
                              arguments.get('force'))
 
 
+def check_unshelve_host(context, instance, host):
+    """Refuse an unshelve of a server with accelerators to a named host
+    that cannot serve them (:func:`nova_cyborg.capability.check_hosts`).
+
+    :raises: UnshelveHostNotServing (HTTP 409) naming the host and why.
+    """
+    if host and move.has_accelerators(instance):
+        capability.check_hosts(context, 'unshelve', instance, {'host': host})
+
+
 def _refuse_live_migration(reason):
     raise exception.OperationRefused(reason=_(
         'Live migration of this server with accelerators is refused: %s'

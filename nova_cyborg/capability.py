@@ -77,7 +77,7 @@ DP_EXTRA_SPEC = 'accel:device_profile'
 #: Decorated ``nova.compute.api.API`` methods whose hosts are checked, and
 #: the name of their destination host argument.
 _DESTINATION_ARG = {'resize': 'host_name', 'evacuate': 'host',
-                    'live_migrate': 'host_name'}
+                    'live_migrate': 'host_name', 'unshelve': 'host'}
 #: Of those, the ones whose source compute runs nova-cyborg code.
 _SOURCE_CHECKED = frozenset(['resize', 'live_migrate'])
 
@@ -94,6 +94,17 @@ class ComputeNotServing(nova_exception.ServiceUnavailable,
 
     A subclass of the exceptions Nova's migrate, resize (ServiceUnavailable)
     and evacuate (UnsupportedRPCVersion) actions answer with HTTP 409.
+    """
+
+    msg_fmt = _("%(reason)s")
+    code = 409
+
+
+class UnshelveHostNotServing(nova_exception.UnshelveHostNotInAZ):
+    """The host an unshelve names cannot serve the server's accelerators.
+
+    A subclass of the exception Nova's unshelve action answers with HTTP
+    409 (``nova/api/openstack/compute/shelve.py``), with its own message.
     """
 
     msg_fmt = _("%(reason)s")
@@ -155,15 +166,17 @@ def check_hosts(context, operation, instance, arguments):
 
     :param operation: the name of the ``nova.compute.api.API`` method.
     :param arguments: its arguments by name (``inspect.BoundArguments``).
-    :raises: ComputeNotServing (HTTP 409), or for a live migration
-        LiveMigrationHostNotServing (HTTP 400),
+    :raises: ComputeNotServing (HTTP 409), for a live migration
+        LiveMigrationHostNotServing (HTTP 400), for an unshelve
+        UnshelveHostNotServing (HTTP 409),
         naming the host, the trait it lacks and why.
     """
     if (operation not in _DESTINATION_ARG or
             not bookkeeping.has_accelerators(instance)):
         return
-    error = (LiveMigrationHostNotServing if operation == 'live_migrate'
-             else ComputeNotServing)
+    error = {'live_migrate': LiveMigrationHostNotServing,
+             'unshelve': UnshelveHostNotServing}.get(operation,
+                                                     ComputeNotServing)
     wanted = needed(operation)
     if operation in _SOURCE_CHECKED:
         node = objects.ComputeNode.get_by_host_and_nodename(

@@ -1,4 +1,4 @@
-"""Hooks of ``nova.compute.api`` (patches 0006 and 0012)."""
+"""Hooks of ``nova.compute.api`` (patches 0006, 0012 and 0026)."""
 
 from nova_cyborg import api
 from nova_cyborg import cleanup
@@ -32,6 +32,17 @@ def check_hosts(context, func, instance, *args, **kwargs):
     :raises: ComputeNotServing (HTTP 409) naming the host and why.
     """
     api.check_hosts(context, func, instance, *args, **kwargs)
+
+
+def check_unshelve_host(context, instance, host):
+    """Called by ``API.unshelve()`` for the host the caller named (API
+    microversion 2.91), after Nova's own checks of it.
+
+    :raises: UnshelveHostNotServing (HTTP 409) naming the host and the
+        capability trait it does not report. Nothing for a server without
+        accelerators.
+    """
+    api.check_unshelve_host(context, instance, host)
 
 
 def check_new_flavor(context, flavor):

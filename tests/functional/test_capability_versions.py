@@ -136,3 +136,35 @@ class MixedVersionsTest(test_live_migration.VFHosts):
             sorted((a['uuid'], 'Bound', src) for a in arqs),
             sorted((a['uuid'], a['state'], a['hostname'])
                    for a in self.cyborg.list_arqs(server['id'])))
+
+    def test_unshelve_to_unpatched_host_refused(self):
+        # The owner shelves the server (offloaded at once); a cloud admin of
+        # a third project unshelves it to a host that is not patched:
+        # refused by nova-api with the reason, nothing changes.
+        with self.acting(self.owner_api):
+            self._shelve_server(self.server)
+        self.host_reports_only(self.dst, UNPATCHED)
+        before = self.snapshot()
+        self.assertEqual(('SHELVED_OFFLOADED', None, None),
+                         before[:3])
+        api = self.cloud_admin_api
+        saved, api.microversion = api.microversion, '2.91'
+        try:
+            ex = self.assertRaises(
+                client.OpenStackApiException, api.post_server_action,
+                self.server['id'], {'unshelve': {'host': self.dst}})
+        finally:
+            api.microversion = saved
+        self.assertEqual(409, ex.response.status_code)
+        message = ex.response.json()['conflictingRequest']['message']
+        self.assertIn('destination host %s' % self.dst, message)
+        self.assertIn(V1_0, message)
+        self.assertEqual(before, self.snapshot())
+        self.assertEqual('SHELVED_OFFLOADED', self.owner_api.get_server(
+            self.server['id'])['status'])
+        # Unshelved without a host, it lands on the patched one.
+        with self.acting(self.owner_api):
+            self.owner_api.post_server_action(self.server['id'],
+                                              {'unshelve': None})
+            self._wait_for_state_change(self.server, 'ACTIVE')
+        self.assert_on_host(self.server, self.src, self.dst)

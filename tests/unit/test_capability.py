@@ -151,6 +151,20 @@ class CheckHostsTest(test.NoDBTestCase):
         self.check('evacuate', host='dst')
         self.check('evacuate', host=None)
 
+    def test_unpatched_unshelve_host_refused_as_unshelve_conflict(self):
+        self.check('unshelve', host='dst')
+        self.traits[uuids.dst_rp] = {'COMPUTE_NODE'}
+        exc = self.assertRaises(capability.UnshelveHostNotServing,
+                                self.check, 'unshelve', host='dst')
+        # What Nova's unshelve action answers with HTTP 409.
+        self.assertIsInstance(exc, nova_exception.UnshelveHostNotInAZ)
+        self.assertEqual(409, exc.code)
+        message = exc.format_message()
+        self.assertIn('destination host dst', message)
+        self.assertIn(TRAIT, message)
+        # The shelved server has no source host to check.
+        objects.ComputeNode.get_by_host_and_nodename.assert_not_called()
+
     def test_unknown_destination_left_to_nova(self):
         self.get_all_by_host.side_effect = (
             nova_exception.ComputeHostNotFound(host='nowhere'))
@@ -234,6 +248,18 @@ class CheckHostsTest(test.NoDBTestCase):
 
 class ApiCheckHostsTest(test.NoDBTestCase):
     """The decorated method's arguments are bound by name."""
+
+    @mock.patch.object(capability, 'check_hosts')
+    def test_unshelve_host_checked_with_accelerators_only(self, check_hosts):
+        instance = _instance({'accel:device_profile': 'dp1'})
+        api.check_unshelve_host('ctxt', instance, None)
+        check_hosts.assert_not_called()
+        api.check_unshelve_host('ctxt', instance, 'dst')
+        check_hosts.assert_called_once_with('ctxt', 'unshelve', instance,
+                                            {'host': 'dst'})
+        check_hosts.reset_mock()
+        api.check_unshelve_host('ctxt', _instance({}), 'dst')
+        check_hosts.assert_not_called()
 
     @mock.patch.object(capability, 'check_hosts')
     def test_positional_and_keyword_arguments(self, check_hosts):

@@ -13,8 +13,8 @@ direction a server of each kind can take:
 * a server whose flavor names a device profile never lands on an
   unpatched compute: a cold migration, live migration or evacuation to
   one is refused before anything changes (HTTP 409 or 400 naming the host
-  and the trait), an unshelve to one fails in the scheduler and leaves
-  the server shelved; a resize and an unshelve without a host land on a
+  and the trait), and so is an unshelve to one (HTTP 409, the server
+  stays shelved); a resize and an unshelve without a host land on a
   patched compute with the devices;
 * a server whose accelerators were added with addAccelerator is not
   moved to an unpatched compute either;
@@ -234,26 +234,21 @@ class MixedVersionsTest(base.AdminMoveTest):
         resized = self.state(server_id, profile)
         self.assertIn(resized[0], self.patched)
 
-        # Unshelved to the unpatched compute: no host serves it there,
-        # the server stays offloaded; then unshelved where it may go.
+        # Unshelved to the unpatched compute: refused by nova-api with the
+        # reason, the server stays offloaded; then unshelved where it may
+        # go.
         self.shelve_offload(server_id)
         self.assert_not_accelerated(server_id, profile, 'SHELVED_OFFLOADED')
-        self.admin_servers_client.unshelve_server(server_id, host=self.old)
-        self.wait_until(
-            lambda: self.show_server(server_id)['status'] ==
-            'SHELVED_OFFLOADED' and not self.show_server(server_id).get(
-                'OS-EXT-STS:task_state'),
-            'unshelve of %s to %s to end' % (server_id, self.old))
+        exc = self.assertRaises(
+            lib_exc.Conflict, self.admin_servers_client.unshelve_server,
+            server_id, host=self.old)
+        LOG.info('unshelve of server %s to %s refused: %s', server_id,
+                 self.old, exc)
+        self.assertIn(self.old, str(exc))
+        self.assertIn(CAPABILITY, str(exc))
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.show_server(server_id)['status'])
         self.assert_not_accelerated(server_id, profile, 'SHELVED_OFFLOADED')
-        # What the owner sees: the unshelve action's scheduling failed.
-        unshelve = [a for a in self.servers_client.list_instance_actions(
-            server_id)['instanceActions'] if a['action'] == 'unshelve']
-        events = self.admin_servers_client.show_instance_action(
-            server_id, unshelve[0]['request_id'])['instanceAction'][
-                'events']
-        LOG.info('unshelve of server %s to %s: %s', server_id, self.old,
-                 events)
-        self.assertIn('Error', [e.get('result') for e in events], events)
         self.servers_client.unshelve_server(server_id)
         self.wait_for_status(server_id, 'ACTIVE')
         unshelved = self.state(server_id, profile)
