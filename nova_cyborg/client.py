@@ -54,6 +54,12 @@ PROJECT_ID_VERSION = {'OpenStack-API-Version': 'accelerator 2.1'}
 RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
 
 
+def _in_service_project():
+    """Whether ARQs are made in the service user's project
+    (``[nova_cyborg] arq_project``)."""
+    return CONF.nova_cyborg.arq_project == 'service'
+
+
 def get_client(context, instance=None):
     """A client calling Cyborg for ``context``.
 
@@ -117,10 +123,15 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
     # ARQ creation and binding
 
     def create_arqs(self, dp_name):
-        """Create the ARQs of one device profile; return them."""
+        """Create the ARQs of one device profile; return them.
+
+        In the caller's project, or with ``[nova_cyborg] arq_project =
+        service`` as the service user, in its project.
+        """
         LOG.info('Creating ARQs for device profile %s', dp_name)
         resp = self._call(_('create'), 'post', ARQ_URL, (200, 201),
-                          json={'device_profile_name': dp_name})
+                          json={'device_profile_name': dp_name},
+                          as_service=_in_service_project())
         arqs = self._json_list(_('create'), resp, 'arqs')
         if not arqs:
             raise exception.CyborgError(op=_('create'), msg=_(
@@ -148,12 +159,15 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
             context's project is another (an admin acting on a user's
             server), as the service user, with ``/project_id`` at Cyborg's
             API 2.1; Cyborg would otherwise put them in the caller's
-            project, where the server's owner never sees them.
+            project, where the server's owner never sees them. With
+            ``[nova_cyborg] arq_project = service``, as the service user,
+            in its own project, whoever acts.
         :raises: AcceleratorRequestBindingFailed listing every ARQ.
         """
         project_id = project_id or self._project_id
         other_project = (project_id is not None and
-                         project_id != self._context.project_id)
+                         project_id != self._context.project_id and
+                         not _in_service_project())
         if other_project:
             bindings = {arq_uuid: dict(binding, project_id=project_id)
                         for arq_uuid, binding in bindings.items()}
@@ -164,6 +178,9 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
         kwargs = {}
         if other_project:
             kwargs = {'as_service': True, 'headers': PROJECT_ID_VERSION}
+        elif _in_service_project():
+            # Bound where they were created, the service user's project.
+            kwargs = {'as_service': True}
         LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
         try:
             client_auth.require_service_token(_('bind'))

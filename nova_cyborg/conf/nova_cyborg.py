@@ -79,6 +79,43 @@ Related options:
 
 * ``[service_user] auth_type`` and its credentials
 """),
+    cfg.StrOpt(
+        'arq_project',
+        default='server',
+        choices=[
+            ('server', "A server's accelerator requests belong to the "
+                       "server's project: ``[service_user]`` needs the "
+                       "``admin`` role."),
+            ('service', "Every accelerator request belongs to the project "
+                        "of ``[service_user]``: it needs the ``service`` "
+                        "and ``reader`` roles there, not ``admin``."),
+        ],
+        help="""
+The Cyborg project nova-cyborg creates and binds accelerator requests in.
+
+Cyborg 17 puts an accelerator request in the project of the caller that
+creates and binds it, shows a caller without the ``admin`` role only its own
+project's, and lets only an ``admin`` set another project. With ``server``,
+a server's requests belong to its project whoever acts on it, and the
+owner sees them in Cyborg; for that, nova-cyborg binds those an admin of
+another project makes, and reads and deletes every server's, as
+``[service_user]``, which must then hold the ``admin`` role. With
+``service``, every request is created, bound, read and deleted as
+``[service_user]`` in its own project (as Nova's service-to-service calls
+are), which then needs only Cyborg's ``service`` role (to create, bind
+and delete) and ``reader`` (to list), in that project; the servers'
+owners do not see the requests in Cyborg's API.
+
+Choose it when the cloud is deployed. Requests created while it was
+``server`` stay in the servers' projects, where a ``[service_user]``
+without ``admin`` does not see them: switching an existing cloud to
+``service``, keep the ``admin`` role until no server created before
+holds a request.
+
+Related options:
+
+* ``[service_user]`` credentials and ``send_service_user_token``
+"""),
     cfg.IntOpt(
         'claim_candidates_per_host',
         default=16,

@@ -26,6 +26,10 @@ ACTION_EVENTS = {'addAccelerator': 'compute_add_accelerator',
 class AttachSteps(object):
     """The callers' steps and checks; mixed into an AcceleratorTestBase."""
 
+    #: The project a server's ARQs belong to (``[nova_cyborg]
+    #: arq_project = server``: the server's).
+    ARQ_PROJECT = OWNER_PROJECT
+
     def without_disks(self):
         """The harness writes no disks: nothing to copy or move aside."""
         self.useFixture(fixtures.MockPatch(
@@ -88,7 +92,7 @@ class AttachSteps(object):
         self.assertEqual(hostname, server['OS-EXT-SRV-ATTR:host'])
         arqs = self.assert_accelerated(server, n_arqs)
         rps = set(self.device_rp_uuids(hostname).values())
-        self.assertEqual({(OWNER_PROJECT, True)},
+        self.assertEqual({(self.ARQ_PROJECT, True)},
                          {(a['project_id'], a['device_rp_uuid'] in rps)
                           for a in arqs})
         return arqs

@@ -135,3 +135,25 @@ class TenancyTest(attach_base.AttachTestBase):
         self.assert_other_tenant_shut_out()
         self.owner_deletes()
         self.assert_host_free('compute1')
+
+
+class ServiceProjectTest(TenancyTest):
+    """``[nova_cyborg] arq_project = service`` with a ``[service_user]``
+    that holds Cyborg's ``service`` and ``reader`` roles in its project and
+    not ``admin``: the cloud admin's cold migration and the owner's reboot,
+    stop, start and delete keep and then release the devices, every ARQ in
+    the service project. (With ``arq_project = server`` such a user could
+    neither bind for another project nor see the owner's ARQs.)"""
+
+    ARQ_PROJECT = identity.SERVICE_PROJECT_ID
+
+    def _configure_service_user(self):
+        super()._configure_service_user()
+        self.flags(token=identity.make_token(
+            'nova', identity.SERVICE_PROJECT_ID, ['service', 'reader']),
+            group='service_user')
+        self.flags(arq_project='service', group='nova_cyborg')
+
+    # One life is enough here: the others are TenancyTest's.
+    test_admin_resizes_owner_reverts_then_admin_evacuates = None
+    test_admin_unshelves_and_attaches = None

@@ -402,6 +402,33 @@ class ProjectTest(ClientTestBase):
         # The caller's bindings are left as they were.
         self.assertNotIn('project_id', self.BINDINGS[uuids.a0])
 
+    def test_service_project_creates_and_binds_as_service_user(self):
+        # [nova_cyborg] arq_project = service: in the service user's
+        # project whoever acts, never with /project_id (no admin needed).
+        self.flags(arq_project='service', group='nova_cyborg')
+        self.requests.post(ARQS, status_code=201,
+                           json={'arqs': [{'uuid': uuids.a0}]})
+        self.client.create_arqs('dp1')
+        request = self.requests.last_request
+        self.assertEqual('service-token', request.headers['X-Auth-Token'])
+        for project_id in ('project', 'owner-project'):
+            self.client.bind_arqs(self.BINDINGS, project_id=project_id)
+            request = self.requests.last_request
+            self.assertEqual(('PATCH', 'service-token', 'service-token'),
+                             (request.method,
+                              request.headers['X-Auth-Token'],
+                              request.headers['X-Service-Token']))
+            self.assertNotIn('OpenStack-API-Version', request.headers)
+            self.assertNotIn('/project_id', [
+                op['path'] for op in request.json()[uuids.a0]])
+
+    def test_server_project_creates_as_the_caller(self):
+        self.requests.post(ARQS, status_code=201,
+                           json={'arqs': [{'uuid': uuids.a0}]})
+        self.client.create_arqs('dp1')
+        self.assertEqual('user-token',
+                         self.requests.last_request.headers['X-Auth-Token'])
+
     def test_bind_for_another_project_without_service_user(self):
         # Without [service_user], the caller (an admin, or Cyborg says
         # 403) sets the project.
