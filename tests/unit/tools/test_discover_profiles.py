@@ -33,6 +33,8 @@ EXPECTED = {
     'gpus-behind-switch': 'its IOMMU group 0 cannot go to a',
     'qat-4xxx': 'CUSTOM_QAT_SERVICE_DC',
     'e810-nic': 'CUSTOM_PHYSNET1',
+    'captured-h100-sxm': 'Not offering GPU 0000:00:06.0 whole: the host '
+                         'driver nvidia holds it',
 }
 
 
@@ -48,6 +50,14 @@ class DiscoverProfilesTest(testtools.TestCase):
             self.assertIn(expected, text, name)
             self.assertIn('enabled_drivers = ', conf)
             self.assertNotIn('<tmp>/sys', text)
+
+    def test_real_capture_reports_nothing_and_says_why(self):
+        # Captured on a real H100 SXM host (a VM given the GPU, on the
+        # nvidia driver): nothing is offered, each function says why.
+        status, _conf, text = profiles.run('captured-h100-sxm')
+        self.assertEqual(0, status, text)
+        self.assertIn('Would report 0 device(s)', text)
+        self.assertIn('Not reported: 7 PCI function(s):', text)
 
     def test_table_is_the_manage_command(self):
         status, _conf, text = profiles.run('h100-vgpu17')
