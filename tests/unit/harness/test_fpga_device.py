@@ -1,6 +1,6 @@
 """The functional tests' programming stand-in loads a test bitstream's
 function where the card reports it: a DFL port (each port of a card on
-its own) or, in the simulator's older layout, the generic region."""
+its own); a region of no DFL card is never written."""
 
 import os
 
@@ -47,11 +47,30 @@ class FpgaDeviceTest(testtools.TestCase):
                                               self.bitstream]))
         self.assertEqual([[VFS[1], F]], self._log())
 
-    def test_generic_region(self):
+    def test_one_port_card_on_its_pf(self):
         host = simulator.SimulatedHost()
         host.add_fpga(address='0000:82:00.0')
         host.write(self.root)
         self.assertEqual(0, fpga_device.main([self.root, '0000:82:00.0',
                                               self.bitstream]))
-        self.assertEqual(F, host.load_state(self.root)
-                         .functions['0000:82:00.0'].function_id)
+        host.load_state(self.root)
+        self.assertEqual(F, host.fpga_card('0000:82:00.0').afu_id)
+        self.assertEqual([['0000:82:00.0', F]], self._log())
+
+    def test_generic_region_is_not_written(self):
+        # Written by hand: a region of no DFL card; no mainline ABI gives
+        # it an afu_id, so nothing says where its function would be.
+        host = simulator.SimulatedHost()
+        host.add_pf(address='0000:82:00.0')
+        host.write(self.root)
+        region = os.path.join(host._dir('0000:82:00.0'),
+                              'fpga_region/region0')
+        os.makedirs(region)
+        os.makedirs(os.path.join(self.root, 'class/fpga_region'))
+        os.symlink(region, os.path.join(self.root, 'class/fpga_region',
+                                        'region0'))
+        self.assertEqual(1, fpga_device.main([self.root, '0000:82:00.0',
+                                              self.bitstream]))
+        self.assertEqual([], os.listdir(region))
+        self.assertFalse(os.path.exists(os.path.join(self.top,
+                                                     'programmed.log')))

@@ -34,8 +34,12 @@ class MigratableDevicesTest(testtools.TestCase):
         self.assertEqual(['0000:81:00.0', '0000:81:01.0'],
                          [f.address for f in roots])
         fpga, plain = roots
-        self.assertIsNotNone(fpga.region)
-        self.assertIsNone(plain.region)
+        # The FPGA is a DFL card, each of its ports served by a VF.
+        card = host.fpga_card(fpga.address)
+        self.assertEqual([fpga.virtfns[i] for i in sorted(fpga.virtfns)],
+                         card.handles())
+        self.assertEqual(4, len(card.handles()))
+        self.assertIsNone(host.fpga_card(plain.address))
         self.assertEqual(('8086', '1528'), (plain.vendor_id,
                                             plain.product_id))
         self.assertEqual(['0000:81:01.%d' % n for n in range(1, 5)],
@@ -45,6 +49,17 @@ class MigratableDevicesTest(testtools.TestCase):
             [f.address for f in compute_host.simulated_host(
                 1, 4).functions.values()],
             [a for a in host.functions if a.startswith('0000:81:00.')])
+
+    def test_at_most_four_vfs_per_fpga(self):
+        host = compute_host.simulated_host(2, 8)
+        self.assertEqual(['0000:81:00.0', '0000:81:01.0'], host.fpga_pfs())
+        self.assertEqual(
+            'an FPGA card has at most 4 ports',
+            str(self.assertRaises(ValueError, compute_host.simulated_host,
+                                  1, 5)).split(': ', 1)[1].split(',')[0])
+        self.assertRaises(ValueError, layout_mod.check_fpgas, 2, 10)
+        layout_mod.check_fpgas(2, 9)  # 4 a PF: the ninth VF is dropped
+        layout_mod.check_fpgas(0, 0)
 
     def test_sidecar_reports_only_the_plain_pf_as_migratable(self):
         layout = layout_mod.Layout(

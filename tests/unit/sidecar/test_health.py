@@ -142,10 +142,25 @@ class FpgaStateTest(HealthTestCase):
         faults.set_fpga_state(self.sim, FPGA, 'operating')
         self.assertHealthy()
 
-    def test_region_state(self):
-        faults.set_fpga_state(self.sim, FPGA, 'unknown', kind='region')
-        self.assertUnhealthy(FPGA, "FPGA region region0 state is "
-                                   "'unknown'")
+    def test_dfl_manager_states(self):
+        # The DFL manager says 'unknown' until a programming
+        # (dfl-fme-mgr.c fme_mgr_state); the sysfs path through a VF.
+        for state in ('unknown', 'operating'):
+            faults.set_fpga_state(self.sim, FPGA_VF, state)
+            self.assertHealthy()
+        faults.set_fpga_state(self.sim, FPGA, 'write complete error')
+        self.assertUnhealthy(FPGA, "FPGA manager fpga0 state is "
+                                   "'write complete error'")
+        faults.set_fpga_state(self.sim, FPGA, 'unknown')
+        self.assertHealthy()
+
+    def test_dfl_error_files(self):
+        faults.set_fpga_error(self.sim, FPGA_VF, 'port/errors', '0x1')
+        self.assertUnhealthy(FPGA, 'errors/errors is 0x1')
+        faults.set_fpga_error(self.sim, FPGA_VF, 'port/errors', '0x0')
+        faults.set_fpga_error(self.sim, FPGA, 'fme/catfatal_errors', '0x4')
+        self.assertUnhealthy(FPGA, 'dfl-fme.0/errors/catfatal_errors is '
+                                   '0x4')
 
     def test_busy_keeps_the_verdict(self):
         faults.set_fpga_state(self.sim, FPGA, 'write')
@@ -178,10 +193,12 @@ class InventoryTest(HealthTestCase):
         inventory = health_wiring.MonitoredInventory(self.drivers)
         inventory.monitor = self.monitor
         before = {d.address: d for d in inventory.discover()}
-        faults.remove_vf(self.sim, FPGA_VF)
+        faults.remove_vf(self.sim, VanishedFunctionTest.NIC_VF)
         inventory.discover()
-        self.assertEqual(before[FPGA].functions(),
-                         inventory.device(FPGA).functions())
+        self.assertIn(VanishedFunctionTest.NIC_VF,
+                      before[NIC].functions())
+        self.assertEqual(before[NIC].functions(),
+                         inventory.device(NIC).functions())
 
 
 class GoneTest(HealthTestCase):

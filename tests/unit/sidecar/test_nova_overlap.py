@@ -145,7 +145,7 @@ class RefusedTest(simhost.SimHostTestCase):
 
     def test_fpga_refused(self):
         utils.write(self.nova_conf, '[pci]\ndevice_spec = '
-                    '{"vendor_id": "8086", "product_id": "0b30"}\n')
+                    '{"vendor_id": "8086", "product_id": "0b2b"}\n')
         self.assertEqual([], self.discover(fpga.FpgaDriver))
         self.assertOneWarning('FPGA device 0000:81:00.0')
 

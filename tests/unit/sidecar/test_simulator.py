@@ -3,7 +3,7 @@ from xml.etree import ElementTree
 
 import fixtures
 
-from sidecar.sources import sysfs
+from sidecar.sources import dfl as dfl_source
 from sidecar_simulator import host as simulator
 from tests.unit.sidecar import simhost
 
@@ -115,12 +115,25 @@ class TreeTest(simhost.SimHostTestCase):
             os.path.join(pf, 'virtfn1')))
         self.assertEqual('2', self.source.read_attr('0000:81:00.0',
                                                     'sriov_numvfs'))
+        # The FPGA: a DFL card (sidecar_simulator.dfl) whose base region
+        # leads to its PF, its one port under it holding the function.
+        fpga = os.path.realpath(self._path('bus/pci/devices/0000:81:01.0'))
         region = self._path('class/fpga_region/region0')
-        self.assertEqual(os.path.realpath(self._path(
-            'bus/pci/devices/0000:81:01.0')),
-            os.path.realpath(os.path.join(region, 'device')))
-        self.assertTrue(os.path.isfile(self._path(
-            'class/fpga_manager/fpga0/firmware')))
+        self.assertEqual(fpga, os.path.realpath(os.path.join(region,
+                                                             'device')))
+        port = self.sim.afu_id_path('0000:81:01.0')
+        self.assertEqual(os.path.join(fpga, 'fpga_region/region0'),
+                         os.path.dirname(os.path.dirname(port)))
+        self.assertEqual(simhost.FUNCTION_ID, self.source.read_attr(
+            '0000:81:01.0', os.path.relpath(port, fpga)))
+        card, = dfl_source.cards(self.root).values()
+        self.assertEqual(['0000:81:01.0'], [p.address for p in card.ports])
+        # The manager has a state and no 'firmware' file (none in the
+        # mainline kernel).
+        manager = self._path('class/fpga_manager/fpga0')
+        with open(os.path.join(manager, 'state')) as f:
+            self.assertEqual('unknown\n', f.read())
+        self.assertFalse(os.path.exists(os.path.join(manager, 'firmware')))
         self.assertTrue(os.path.isfile(self._path(
             'class/mdev_bus/0000:81:02.0/mdev_supported_types/nvidia-222/'
             'create')))
@@ -157,10 +170,16 @@ class TreeTest(simhost.SimHostTestCase):
 
     def test_remove_fpga_and_function_id(self):
         self.sim.set_function_id('0000:81:01.0', None)
+        relpath = os.path.relpath(self.sim.afu_id_path('0000:81:01.0'),
+                                  self.sim._dir('0000:81:01.0'))
         self.assertEqual(simulator.NO_FUNCTION, self.source.read_attr(
-            '0000:81:01.0', 'fpga_region/region0/afu_id'))
+            '0000:81:01.0', relpath))
         self.sim.remove_function('0000:81:01.0')
-        self.assertEqual([], sysfs.fpga_regions(self.root))
+        # Its class devices go with it (drivers/base/core.c device_del).
+        for kind in ('fpga_region', 'fpga_manager', 'fpga_bridge'):
+            self.assertEqual([], os.listdir(self._path('class', kind)),
+                             kind)
+        self.assertEqual({}, dfl_source.cards(self.root))
         self.assertNotIn('0000:81:01.0',
                          [f.address for f in self.source.functions()])
 
@@ -208,8 +227,7 @@ class RestartTest(simhost.SimHostTestCase):
 
     def test_the_hardware_keeps_its_state(self):
         # What a programmer and the sidecar did before the restart.
-        region, = sysfs.fpga_regions(self.root)
-        with open(os.path.join(region.path, 'afu_id'), 'w') as f:
+        with open(self.sim.afu_id_path('0000:81:01.1'), 'w') as f:
             f.write(simhost.FUNCTION_ID + '\n')
         uuid = self.sim.create_mdev('0000:81:02.0', 'nvidia-222')
         before = _tree(self.root)
@@ -220,7 +238,7 @@ class RestartTest(simhost.SimHostTestCase):
 
         self.assertEqual(before, _tree(self.root))
         self.assertEqual(simhost.FUNCTION_ID,
-                         restarted.functions['0000:81:01.0'].function_id)
+                         restarted.fpga_card('0000:81:01.0').afu_id)
         gpu = self.source.functions()[-1].mdev_type('nvidia-222')
         self.assertEqual((15, (uuid,)), (gpu.available_instances,
                                          gpu.mdevs))
@@ -235,10 +253,9 @@ class RestartTest(simhost.SimHostTestCase):
         self.sim.set_function_id('0000:81:00.0', None)
         restarted = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID}])
         restarted.load_state(self.root).write(self.root)
-        self.assertIsNone(restarted.functions['0000:81:00.0'].function_id)
-        self.assertEqual(simulator.NO_FUNCTION, sysfs.SysfsSource(
-            self.root).read_attr('0000:81:00.0',
-                                 'fpga_region/region0/afu_id'))
+        self.assertIsNone(restarted.fpga_card('0000:81:00.0').afu_id)
+        with open(restarted.afu_id_path('0000:81:00.0')) as f:
+            self.assertEqual(simulator.NO_FUNCTION, f.read().strip())
 
     def test_without_load_state_the_description_wins(self):
         self.sim.create_mdev('0000:81:02.0', 'nvidia-222')
@@ -252,5 +269,5 @@ class RestartTest(simhost.SimHostTestCase):
         host = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID}])
         host.load_state(self.useFixture(fixtures.TempDir()).path)
         self.assertEqual(simhost.FUNCTION_ID,
-                         host.functions['0000:81:00.0'].function_id)
+                         host.fpga_card('0000:81:00.0').afu_id)
         self.assertIsNone(host.root)

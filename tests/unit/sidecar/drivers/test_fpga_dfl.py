@@ -11,7 +11,9 @@ from sidecar.drivers import fpga
 from sidecar.sources import dfl as dfl_source
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
+from sidecar_simulator import faults
 from sidecar_simulator import host as simulator
+from sidecar_simulator import xrt
 from tests.unit.sidecar import simhost
 
 PF = '0000:81:00.0'
@@ -126,12 +128,11 @@ class DflDiscoveryTest(simhost.SimHostTestCase):
         self.assertOneWarning('Skipping FPGA 0000:81:00.0 (DFL dfl-fme.0)',
                               'no port: released')
 
-    def test_beside_a_card_of_another_driver(self):
+    def test_beside_an_alveo_card(self):
         host = simulator.SimulatedHost()
-        host.add_fpga(vendor_id='10ee', product_id='5001',
-                      address='0000:82:00.0')
+        xrt.XrtHost(host).add_card('u250', address='0000:82:00.0')
         devices = self._card('d5005', host=host)
-        self.assertEqual([PF, '0000:82:00.0'], sorted(devices))
+        self.assertEqual([PF, '0000:82:00.1'], sorted(devices))
         self.assertEqual(['0000:81:00.0'], [
             dep.name for dep in devices[PF].deployables])
         self.assertEqual([], self.warnings())
@@ -193,3 +194,21 @@ class DflHealthTest(simhost.SimHostTestCase):
         shutil.rmtree(self.sim.port_dir(self.card))
         self.assertEqual((('the DFL port of 0000:81:00.1 is gone',), False),
                          self._problems())
+
+    def test_errors_of_each_port_on_their_own(self):
+        """A card with its two ports released to two VFs: an error of the
+        second port is that port's, the first port's device is healthy."""
+        host = simulator.SimulatedHost()
+        host.add_fpga(num_vfs=2, address='0000:82:00.0')
+        root = host.write(os.path.join(self.root, 'two-ports'))
+        self.config.config(sysfs_root=root, group='sidecar')
+        driver = fpga.FpgaDriver(self.conf, sysfs.SysfsSource(root))
+        card, = driver.discover()
+        self.assertEqual(['0000:82:00.1', '0000:82:00.2'],
+                         [d.name for d in card.deployables])
+        self.assertEqual((), driver.health(card).problems)
+        faults.set_fpga_error(host, '0000:82:00.2', 'port/errors', '0x1')
+        port = os.path.basename(host.dfl.port_dir(host.fpga_card(
+            '0000:82:00.2'), 1))
+        self.assertEqual(('%s/errors/errors is 0x1' % port,),
+                         driver.health(card).problems)

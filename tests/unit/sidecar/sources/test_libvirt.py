@@ -43,7 +43,7 @@ class LibvirtSourceTest(simhost.SimHostTestCase):
                  {'vendor_id': '15b3', 'product_id': '101d',
                   'address': '0000:3b:00.0'}],
             fpgas=[{'num_vfs': 2, 'function_id': simhost.FUNCTION_ID},
-                   {'vendor_id': '10ee', 'product_id': '5001'}],
+                   {}],
             gpus=[{'mdev_types': [simhost.T4_1B, simhost.T4_2B],
                    'numa_node': 0},
                   {'mdev_types': [{'type_id': 'i915-GVTg_V5_4',

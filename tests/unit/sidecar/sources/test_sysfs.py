@@ -45,11 +45,14 @@ class SysfsSourceTest(simhost.SimHostTestCase):
         self.assertEqual([], self.warnings())
 
     def test_read_attr(self):
-        source = self.write(self._host())
+        host = self._host()
+        source = self.write(host)
         self.assertEqual('4', source.read_attr(PF, 'sriov_numvfs'))
         self.assertIsNone(source.read_attr(PF, 'no_such_file'))
-        self.assertEqual(simhost.FUNCTION_ID, source.read_attr(
-            FPGA, 'fpga_region/region0/afu_id'))
+        afu_id = os.path.relpath(host.afu_id_path(FPGA_VF),
+                                 host._dir(FPGA_VF))
+        self.assertEqual(simhost.FUNCTION_ID,
+                         source.read_attr(FPGA_VF, afu_id))
         self.assertRaises(ValueError, source.read_attr, PF, '../x/vendor')
         self.assertRaises(ValueError, source.read_attr, PF, '/etc/passwd')
         self.assertRaises(ValueError, source.read_attr, 'nope', 'vendor')
@@ -149,39 +152,51 @@ class SysfsSourceTest(simhost.SimHostTestCase):
 
 
 class FpgaRegionsTest(simhost.SimHostTestCase):
+    """Regions of no DFL card, written by hand: no mainline driver of a
+    PCI card registers one (the sidecar skips them, saying so)."""
+
+    def _class_device(self, parent, kind, name, device='../..'):
+        path = os.path.join(parent, kind, name)
+        os.makedirs(path)
+        if device:
+            os.symlink(device, os.path.join(path, 'device'))
+        os.makedirs(os.path.join(self.root, 'class', kind), exist_ok=True)
+        os.symlink(path, os.path.join(self.root, 'class', kind, name))
+        return path
 
     def test_regions_and_managers(self):
-        host = self.host(fpgas=[{'function_id': simhost.FUNCTION_ID},
-                                {'vendor_id': '10ee', 'product_id': '5001'}])
+        host = self.host(pfs=[{}, {}], fpgas=[{'num_vfs': 1}])
         host.write(self.root)
+        first, second = '0000:81:00.0', '0000:81:01.0'
         cls = os.path.join(self.root, 'class')
+        # The DFL card's regions and manager (region0 to region2, fpga0)
+        # are left out.
+        for name, address in (('region5', first), ('region6', second)):
+            self._class_device(host._dir(address), 'fpga_region', name)
+        self._class_device(host._dir(first), 'fpga_manager', 'fpga3')
+        self._class_device(host._dir(first), 'fpga_manager', 'fpga4')
         self.assertEqual([
-            sysfs.FpgaRegion('region0', cls + '/fpga_region/region0',
-                             '0000:81:00.0', cls + '/fpga_manager/fpga0'),
-            sysfs.FpgaRegion('region1', cls + '/fpga_region/region1',
-                             '0000:81:01.0', cls + '/fpga_manager/fpga1'),
+            sysfs.FpgaRegion('region5', cls + '/fpga_region/region5',
+                             first, cls + '/fpga_manager/fpga3'),
+            sysfs.FpgaRegion('region6', cls + '/fpga_region/region6',
+                             second, None),
         ], sysfs.fpga_regions(self.root))
 
     def test_region_of_a_child_device_and_strays(self):
-        host = self.host(fpgas=[{}])
+        host = self.host(pfs=[{}])
         host.write(self.root)
         # The region's device is a platform device under the PCI function
         # (not DFL's layout, which sidecar.sources.dfl reads: see
         # tests/unit/sidecar/drivers/test_fpga_dfl.py).
-        region = os.path.join(host._dir('0000:81:00.0'),
-                              'fpga_region/region0')
-        fme = os.path.join(host._dir('0000:81:00.0'), 'dfl-fme.0')
-        os.mkdir(fme)
-        os.unlink(os.path.join(region, 'device'))
-        os.symlink('../../dfl-fme.0', os.path.join(region, 'device'))
+        child = os.path.join(host._dir('0000:81:00.0'), 'soc-fpga.0')
+        os.mkdir(child)
+        self._class_device(child, 'fpga_region', 'region0')
+        self._class_device(host._dir('0000:81:00.0'), 'fpga_manager',
+                           'fpga0')
         # A region of a platform device, and one without a device link.
-        for name, target in (('region7', '/'), ('region10', None)):
-            path = os.path.join(self.root, 'devices/platform', name)
-            os.makedirs(path)
-            if target:
-                os.symlink(target, os.path.join(path, 'device'))
-            os.symlink(path, os.path.join(self.root, 'class/fpga_region',
-                                          name))
+        platform = os.path.join(self.root, 'devices/platform')
+        self._class_device(platform, 'fpga_region', 'region7', device='/')
+        self._class_device(platform, 'fpga_region', 'region10', device=None)
         regions = sysfs.fpga_regions(self.root)
         self.assertEqual(['region0', 'region7', 'region10'],
                          [r.name for r in regions])
