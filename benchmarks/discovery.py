@@ -2,8 +2,9 @@
 
 Each size runs in a fresh process (``python -m benchmarks.discovery --vfs
 N``, one JSON line out) so that its memory figures are its own. The host
-is generated with :mod:`sidecar_simulator.host`: FPGAs of up to ``VFS_PER_PF``
-VFs each, ``N`` VFs in all, written as a sysfs tree. The sidecar is built
+is generated with :mod:`sidecar_simulator.host`: FPGAs (Intel DFL cards,
+each port released to a VF) of up to ``VFS_PER_PF`` VFs each, ``N`` VFs in
+all, written as a sysfs tree. The sidecar is built
 with :func:`sidecar.daemon.factory.build` from a configuration enabling the
 ``fpga``, ``pci`` and ``gpu`` drivers (each reads the whole tree) over
 the ``sysfs`` source, on a ``fake://`` transport. Figures:
@@ -34,7 +35,9 @@ import time
 import tracemalloc
 
 SIZES = (1, 100, 1000)
-VFS_PER_PF = 64
+#: A DFL card's ports, one a VF (drivers/fpga/dfl.h MAX_DFL_FPGA_PORT_NUM;
+#: sidecar_simulator.dfl.MAX_PORTS).
+VFS_PER_PF = 4
 REPEATS = 5
 PCI_SPEC = '{"vendor_id": "8086", "product_id": "1528"}'
 

@@ -284,6 +284,11 @@ def main(argv=None):
         at = argv.index('tempest')
         argv, tempest_args = argv[:at + 1], argv[at + 1:]
     args = parser.parse_args(argv)
+    if args.func is cmd_up:
+        try:
+            layout_mod.check_fpgas(args.pfs, args.vfs)
+        except ValueError as exc:
+            parser.error(str(exc))
     args.args = tempest_args
     return args.func(args)
 

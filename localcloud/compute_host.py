@@ -67,7 +67,6 @@ from sidecar import privileged  # noqa: E402
 from sidecar.daemon import factory  # noqa: E402
 from sidecar_simulator import host as simulator  # noqa: E402
 
-FPGA_VENDOR = '8086'
 LOG = logging.getLogger('localcloud.compute_host')
 
 
@@ -296,17 +295,19 @@ MIGRATABLE_PF = ('8086', '1528', '1515')
 
 def simulated_host(pfs, vfs, migratable_pfs=0):
     """The sysfs view of fakelibvirt's PCI devices: the first ``pfs`` PFs
-    are FPGAs, the others plain PFs whose VFs may be live migrated.
+    are FPGAs (Intel DFL cards, each port released to a VF: 1 to 4 VFs a
+    PF; without VFs one port on the PF), the others plain PFs whose VFs
+    may be live migrated.
 
     Written with ``load_state(root).write(root)``: a restarted host keeps
     what its devices had loaded."""
+    layout_mod.check_fpgas(pfs, vfs)
     layout = simulator.from_fakelibvirt(**pci_info(pfs, vfs, migratable_pfs))
     host = simulator.SimulatedHost()
     roots = [f for f in layout.functions.values() if f.physfn is None]
     for index, f in enumerate(roots):
         if index < pfs:
-            host.add_fpga(vendor_id=FPGA_VENDOR, address=f.address,
-                          num_vfs=len(f.virtfns))
+            host.add_fpga(address=f.address, num_vfs=len(f.virtfns))
         else:
             vendor, product, vf_product = MIGRATABLE_PF
             host.add_pf(vendor_id=vendor, product_id=product,

@@ -30,6 +30,23 @@ DB_USER = 'openstack'
 #: localcloud.migration honours it).
 MIGRATION_FAIL_SUFFIX = '.fail-migration'
 
+#: The VFs one FPGA PF may have: its card's ports, one released to each VF
+#: (drivers/fpga/dfl.h MAX_DFL_FPGA_PORT_NUM; sidecar_simulator.dfl).
+MAX_FPGA_VFS_PER_PF = 4
+
+
+def check_fpgas(pfs, vfs):
+    """Raise ValueError unless ``pfs`` FPGA PFs with ``vfs`` VFs in all
+    can be simulated: an Intel DFL card serves at most
+    :data:`MAX_FPGA_VFS_PER_PF` VFs, one port each."""
+    per_pf = vfs // pfs if pfs else 0
+    if per_pf > MAX_FPGA_VFS_PER_PF:
+        raise ValueError(
+            '%d FPGA VFs on %d PFs is %d VFs per PF: an FPGA card has at '
+            'most %d ports, one per VF (give --vfs at most %d, or more '
+            '--pfs)' % (vfs, pfs, per_pf, MAX_FPGA_VFS_PER_PF,
+                        MAX_FPGA_VFS_PER_PF * pfs))
+
 
 @dataclasses.dataclass
 class Layout:

@@ -27,7 +27,7 @@ import time
 import uuid as uuidlib
 
 from localcloud import identity
-from sidecar.sources import sysfs
+from sidecar.sources import dfl
 from tests import waiting
 
 COMPUTE = '2.84'        # networks 'none'; instance action events' host
@@ -238,22 +238,20 @@ class Stress:
                       if e['event'] == BUILD_EVENT]
         return hosts
 
-    def _card(self, host, vf_address):
-        """The FPGA behind an attach handle and the function its region
-        reports, from the host's simulated sysfs tree."""
+    def _card(self, host, address):
+        """The FPGA card (its PF) behind an attach handle and the function
+        the DFL port reached through that handle reports, from the
+        host's simulated sysfs tree."""
         root = self.layout.path('hosts', host, 'sys')
-        link = os.path.join(root, 'bus', 'pci', 'devices', vf_address,
-                            'physfn')
-        pf = (os.path.basename(os.readlink(link)) if os.path.islink(link)
-              else vf_address)
-        for region in sysfs.fpga_regions(root):
-            if region.address == pf:
-                try:
-                    with open(os.path.join(region.path, 'afu_id')) as fh:
-                        return pf, fh.read().strip()
-                except OSError:
-                    return pf, None
-        return pf, None
+        for pf, card in dfl.cards(root).items():
+            for port in card.ports:
+                if port.address == address:
+                    try:
+                        with open(os.path.join(port.path, 'afu_id')) as fh:
+                            return pf, fh.read().strip()
+                    except OSError:
+                        return pf, None
+        return None, None
 
 
 def _short(value):

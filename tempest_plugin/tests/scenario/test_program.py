@@ -76,23 +76,23 @@ class FpgaProgrammingTest(base.AcceleratorTest):
         return image['id']
 
     def card_function(self, arq):
-        """(PF address, afu_id) of the FPGA behind the ARQ's attach
-        handle, read from its host's sysfs tree."""
+        """(attach handle address, afu_id) of the FPGA port behind the
+        ARQ's attach handle, read from its host's sysfs tree: the DFL
+        port under the handle's PCI function (the PF of a one-port card,
+        or the VF a released port is served by;
+        Documentation/ABI/testing/sysfs-platform-dfl-port)."""
         root = os.path.join(CONF.nova_cyborg.fpga_sysfs_dir,
                             arq['hostname'], 'sys')
         info = arq['attach_handle_info']
         address = '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
-        device = os.path.join(root, 'bus', 'pci', 'devices', address)
-        physfn = os.path.join(device, 'physfn')
-        pf = os.path.basename(os.path.realpath(
-            physfn if os.path.lexists(physfn) else device))
-        found = glob.glob(os.path.join(root, 'bus', 'pci', 'devices', pf,
-                                       'fpga_region', '*', 'afu_id'))
+        found = glob.glob(os.path.join(root, 'bus', 'pci', 'devices',
+                                       address, 'fpga_region', 'region*',
+                                       'dfl-port.*', 'afu_id'))
         self.assertEqual(1, len(found), 'The FPGA %s of ARQ %s on %s has '
-                         'one region: %s' % (pf, arq['uuid'],
-                                             arq['hostname'], found))
+                         'one port: %s' % (address, arq['uuid'],
+                                           arq['hostname'], found))
         with open(found[0]) as f:
-            return pf, f.read().strip()
+            return address, f.read().strip()
 
     def function_traits(self, rp_uuid):
         traits = self.resource_providers_client.list_resource_provider_traits(
@@ -113,16 +113,16 @@ class FpgaProgrammingTest(base.AcceleratorTest):
             servers.append((self.create_server(flavor), profile,
                             function_id))
 
-        cards = {}
+        ports = {}
         for server_id, profile, function_id in servers:
             arqs = self.assert_accelerated(server_id, profile)
             self.assertEqual(1, len(arqs), arqs)
             arq = arqs[0]
             traits = self.function_traits(arq['device_rp_uuid'])
-            pf, afu_id = self.card_function(arq)
+            handle, afu_id = self.card_function(arq)
             shown = ('server %s (function %s): %s FPGA %s, provider %s; '
-                     'Placement traits %s; the card reports afu_id %s' % (
-                         server_id, function_id, arq['hostname'], pf,
+                     'Placement traits %s; the port reports afu_id %s' % (
+                         server_id, function_id, arq['hostname'], handle,
                          arq['device_rp_uuid'], traits, afu_id))
             LOG.info(shown)
             self.addDetail('fpga-%s' % server_id,
@@ -131,9 +131,9 @@ class FpgaProgrammingTest(base.AcceleratorTest):
             self.assertTrue(traits[0].endswith('_' + function_id.upper()),
                             shown)
             self.assertEqual(function_id, afu_id.lower(), shown)
-            cards[(arq['hostname'], pf)] = function_id
-        self.assertEqual(2, len(cards), 'Two functions on one FPGA: %s' %
-                         cards)
+            ports[(arq['hostname'], handle)] = function_id
+        self.assertEqual(2, len(ports), 'Two functions on one FPGA port: '
+                         '%s' % ports)
 
         for server_id, _, _ in servers:
             self.delete_server_and_assert_released(server_id)
