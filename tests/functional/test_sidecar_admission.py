@@ -6,6 +6,10 @@ hold is admin state kept under ``[sidecar] state_path``: it survives a
 restart of the sidecar, a rewrite of the inventory by cyborg-conductor,
 Placement being down at start, and a corrupt state file is quarantined
 (the device is then held until an operator enables it again).
+
+The device is an Intel DFL card addressed by its PF; here it has one
+port, released to its VF, whose provider (``<host>_<VF>``) has FPGA
+total 1.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -23,7 +27,7 @@ from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_faults_processes as faults  # noqa: E402
 
-NUM_VFS = 4
+NUM_VFS = 1
 
 
 class AdmissionTestBase(faults.ProcessFaultBase):
@@ -38,7 +42,8 @@ class AdmissionTestBase(faults.ProcessFaultBase):
         self.start_accel_compute('compute1', num_pfs=1, num_vfs=NUM_VFS,
                                  extra_config=self.extra, sidecar=sidecar)
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_%s' % self.pf
+        # The card's one port: its provider is named after the VF.
+        (self.name,) = self.fpga_providers('compute1', self.pf)
 
     def start_sidecar(self):
         """A sidecar for compute1 on the same state directory."""

@@ -1,7 +1,8 @@
 """A programming job and the holds, against the real cyborg-conductor and
 Placement.
 
-While a card is programmed its providers are fully reserved. An operator
+While a card's port is programmed its provider is fully reserved (here
+an Intel DFL card with one port, its provider ``<host>_<VF>``). An operator
 who disables the card during the job keeps it disabled after the job (the
 end of the job does not write back the reservation read before it), and
 the sidecar sends no report while the job runs (cyborg-conductor rewrites
@@ -22,7 +23,7 @@ from tests.functional import test_sidecar  # noqa: E402
 
 F_A = test_sidecar.F_A
 F_B = test_sidecar.F_B
-NUM_VFS = 4
+NUM_VFS = 1
 
 
 class ProgrammerGate(fixtures.Fixture):
@@ -60,7 +61,9 @@ class JobHoldsTest(test_sidecar.SidecarTestBase):
         self.start_accel_compute('compute1', num_pfs=1, num_vfs=NUM_VFS,
                                  function_ids=[F_A])
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        # A DFL card with one port (released to its VF): one provider.
+        (self.name,) = self.fpga_providers('compute1', self.pf)
+        (self.vf,) = self.handle_bdfs('compute1')
         self.sidecar = self.sidecars['compute1']
         self.assertEqual(0, self.reserved())
 
@@ -92,7 +95,7 @@ class JobHoldsTest(test_sidecar.SidecarTestBase):
         thread.join(waits.DEADLINE)
         self.assertFalse(thread.is_alive())
         self.assertIn('response', done)
-        self.assertEqual(F_B, self.loaded('compute1', self.pf))
+        self.assertEqual(F_B, self.loaded('compute1', self.vf))
 
     def test_disable_during_a_job_survives_its_end(self):
         gate, thread, done = self.program_in_background()
