@@ -13,6 +13,8 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_privsep import priv_context
 
+from sidecar.report import objects as report_objects
+
 DEFAULT_OPTS = [
     cfg.StrOpt('host',
                default=socket.gethostname(),
@@ -403,3 +405,22 @@ HEALTH_OPTS = [
 ]
 
 GROUPS['health'] = HEALTH_OPTS
+
+UPGRADE_LEVELS_OPTS = [
+    cfg.StrOpt('cyborg_conductor',
+               choices=report_objects.PIN_CHOICES,
+               help='What cyborg-conductor reads, as Nova\'s '
+                    '``[upgrade_levels]`` options: a release (``2026.1``, '
+                    'Cyborg 16.0.x; ``2026.2``, Cyborg 17.0.x) or a '
+                    '``DriverDevice`` object version (``1.0`` to ``1.4``). '
+                    'Unset, the sidecar sends the latest (1.4, Cyborg 17). '
+                    'Set it to the conductor\'s release while the '
+                    'conductor is older than the sidecar (Cyborg 16 '
+                    'refuses 1.4): device reports are backported to its '
+                    'version, and a device of a type it does not know '
+                    '(MDEV, PCI and NVME are newer than Cyborg 16) is left '
+                    'out with a warning naming it, until the conductor is '
+                    'upgraded and this option raised or unset.'),
+]
+
+GROUPS['upgrade_levels'] = UPGRADE_LEVELS_OPTS

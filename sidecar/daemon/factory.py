@@ -66,7 +66,8 @@ def build(conf, transport=None, connect=None):
     rp_name = conf.sidecar.resource_provider_name or conf.host
     reporter = report.Reporter(rpc.ConductorClient(conf, transport),
                                conf.host, rp_name,
-                               conf.sidecar.resync_interval)
+                               conf.sidecar.resync_interval,
+                               pin=conf.upgrade_levels.cyborg_conductor)
     holds = holds_mod.Holds(
         os.path.join(conf.sidecar.state_path, holds_mod.FILE),
         admit_new=conf.sidecar.admit_new_devices)

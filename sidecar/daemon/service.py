@@ -174,7 +174,9 @@ class Sidecar:
                         'Placement yet; nothing is reported until '
                         'nova-compute registers it', self.rp_name)
             return False
-        devices = self.inventory.discover()
+        # A device cyborg-conductor's version cannot hold is no device
+        # of this host's in Cyborg (nor in Placement).
+        devices = self.reporter.sendable(self.inventory.discover())
         self._watch_guests(devices)
         self._admit(root, devices)
         if self.programs.busy():

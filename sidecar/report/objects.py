@@ -8,7 +8,9 @@ own registry: a compute host running the sidecar does not install Cyborg.
 """
 
 from oslo_serialization import jsonutils
+from oslo_utils import versionutils
 from oslo_versionedobjects import base
+from oslo_versionedobjects import exception
 from oslo_versionedobjects import fields
 
 # cyborg.common.constants.DEVICE_TYPE and DEVICE_STATES in 17.0.0.
@@ -16,6 +18,48 @@ DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD', 'MDEV', 'PCI',
                 'NVME')
 DEVICE_STATES = ('available', 'allocated', 'pending_cleaning', 'cleaning',
                  'error')
+
+#: The device types each ``DriverDevice`` version added, from Cyborg 17's
+#: version history and ``obj_make_compatible``
+#: (cyborg/objects/driver_objects/driver_device.py): 1.1 AICHIP, 1.2 MDEV
+#: and PCI, 1.3 NVME; 1.4 added the ``device_state`` field. Cyborg 16.0.1's
+#: ``DriverDevice`` is 1.0 and its enum (cyborg.common.constants
+#: DEVICE_TYPE) also holds AICHIP, added there without a version bump; as
+#: Cyborg 17 does, a backport to 1.0 leaves AICHIP out.
+TYPES_ADDED = (
+    ('1.1', ('AICHIP',)),
+    ('1.2', ('MDEV', 'PCI')),
+    ('1.3', ('NVME',)),
+)
+
+#: The ``DriverDevice`` version each release's cyborg-conductor takes.
+RELEASES = {
+    '2026.1': '1.0',   # Cyborg 16.0.x
+    '2026.2': '1.4',   # Cyborg 17.0.x
+}
+
+#: What ``[upgrade_levels] cyborg_conductor`` accepts.
+PIN_CHOICES = tuple(RELEASES) + ('1.0', '1.1', '1.2', '1.3', '1.4')
+
+
+def device_types(version):
+    """The device types ``DriverDevice`` ``version`` knows."""
+    target = versionutils.convert_version_to_tuple(version)
+    added = {t for since, types in TYPES_ADDED for t in types
+             if versionutils.convert_version_to_tuple(since) > target}
+    return tuple(t for t in DEVICE_TYPES if t not in added)
+
+
+def target_version(pin):
+    """The ``DriverDevice`` version to send for a pin (a release name or
+    an object version); None means the latest."""
+    if not pin:
+        return DriverDevice.VERSION
+    if pin not in PIN_CHOICES:
+        raise ValueError('cyborg-conductor pin %r is neither a release (%s) '
+                         'nor a DriverDevice version (1.0 to %s)'
+                         % (pin, ', '.join(RELEASES), DriverDevice.VERSION))
+    return RELEASES.get(pin, pin)
 
 
 class WireObjectRegistry(base.VersionedObjectRegistry):
@@ -95,6 +139,38 @@ class DriverDevice(WireObject, base.VersionedObjectDictCompat):
         'device_state': fields.EnumField(
             valid_values=DEVICE_STATES, nullable=True),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        """Cyborg 17's backport: ``device_state`` goes below 1.4; a type
+        the target does not know is refused (leave such a device out of
+        the report: :meth:`sidecar.report.reporter.Reporter.sendable`)."""
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 4):
+            primitive.pop('device_state', None)
+        if primitive.get('type') not in device_types(target_version):
+            raise exception.ObjectActionError(
+                action='obj_make_compatible',
+                reason='type=%s not supported in version %s'
+                % (primitive.get('type'), target_version))
+
+
+def version_manifest(version):
+    """The manifest that backports a ``DriverDevice`` to ``version``: its
+    children are 1.0 in every release (without a manifest, a backport of
+    a ``DriverDevice`` with children fails: it has no obj_relationships,
+    in Cyborg 17 either)."""
+    return {'DriverDevice': version, 'DriverControlPathID': '1.0',
+            'DriverDeployable': '1.0', 'DriverAttribute': '1.0',
+            'DriverAttachHandle': '1.0'}
+
+
+def to_primitives(wire_devices, version):
+    """``DriverDevice`` objects as the primitives ``version`` reads."""
+    manifest = version_manifest(version)
+    return [device.obj_to_primitive(target_version=version,
+                                    version_manifest=manifest)
+            for device in wire_devices]
 
 
 class WireSerializer(base.VersionedObjectSerializer):

@@ -8,12 +8,18 @@ reconciler (:mod:`sidecar.report.reconcile`) finds a provider missing in
 Placement,
 on SIGHUP, and every ``[sidecar] resync_interval`` seconds if set; a cycle
 with no change sends nothing.
+
+The list goes out as the ``DriverDevice`` version of ``[upgrade_levels]
+cyborg_conductor`` (default the latest, 1.4 of Cyborg 17): Cyborg 16's
+conductor refuses a newer version, and a device type its version lacks.
+Such a device is left out, with a warning.
 """
 
 import hashlib
 import time
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 from sidecar import model
@@ -87,10 +93,14 @@ def to_wire(host, devices):
     return result
 
 
-def digest(wire_devices):
-    """A stable digest of what a report would send."""
-    primitive = [d.obj_to_primitive() for d in wire_devices]
-    blob = jsonutils.dumps(primitive, sort_keys=True).encode('utf-8')
+def digest(wire_devices, version=None):
+    """A stable digest of what a report would send (as ``version``)."""
+    return _digest_primitives(objects.to_primitives(
+        wire_devices, version or objects.DriverDevice.VERSION))
+
+
+def _digest_primitives(primitives):
+    blob = jsonutils.dumps(primitives, sort_keys=True).encode('utf-8')
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -98,8 +108,13 @@ class Reporter:
     """Send ``report_data`` when, and only when, it is needed."""
 
     def __init__(self, conductor, host, rp_name, resync_interval,
-                 clock=time.monotonic):
+                 clock=time.monotonic, pin=None):
         self._conductor = conductor
+        self._pin = pin
+        #: The ``DriverDevice`` version sent (ValueError for a bad pin).
+        self.version = objects.target_version(pin)
+        self._types = objects.device_types(self.version)
+        self._left_out = frozenset()
         self._host = host
         self._rp_name = rp_name
         self._resync_interval = resync_interval
@@ -107,6 +122,29 @@ class Reporter:
         self._sent_digest = None
         self._sent_at = None
         self.sends = 0
+
+    def sendable(self, devices):
+        """The devices cyborg-conductor's version can hold. A device of a
+        type it lacks is left out, with a WARNING when it first is."""
+        kept = [d for d in devices if d.type in self._types]
+        left = [d for d in devices if d.type not in self._types]
+        for device in left:
+            if (device.address, device.type) in self._left_out:
+                continue
+            LOG.warning(
+                'Device %(address)s (%(type)s %(vendor)s:%(model)s) is left '
+                'out of the report to cyborg-conductor, with its '
+                'deployable(s) %(deps)s: [upgrade_levels] cyborg_conductor '
+                '= %(pin)s sends DriverDevice %(version)s, which has no '
+                'device type %(type)s; it is reported once the conductor '
+                'is upgraded and the option raised',
+                {'address': device.address, 'type': device.type,
+                 'vendor': device.vendor, 'model': device.model,
+                 'deps': ', '.join(deployable_name(self._host, dep)
+                                   for dep in device.deployables) or 'none',
+                 'pin': self._pin, 'version': self.version})
+        self._left_out = frozenset((d.address, d.type) for d in left)
+        return kept
 
     def invalidate(self):
         """Forget what was sent: the next ``report`` sends in any case."""
@@ -125,8 +163,10 @@ class Reporter:
 
         A failed send raises; the next call sends again.
         """
-        wire = to_wire(self._host, devices)
-        current = digest(wire)
+        devices = self.sendable(devices)
+        wire = objects.to_primitives(to_wire(self._host, devices),
+                                     self.version)
+        current = _digest_primitives(wire)
         if not self._due(current):
             return False
         self._sent_digest = None
@@ -134,7 +174,16 @@ class Reporter:
             prepare(devices)
         LOG.info('Reporting %(n)d device(s) of %(host)s to cyborg-conductor',
                  {'n': len(wire), 'host': self._rp_name})
-        self._conductor.report_data(context, self._rp_name, wire)
+        try:
+            self._conductor.report_data(context, self._rp_name, wire)
+        except messaging.RemoteError as exc:
+            if exc.exc_type == 'IncompatibleObjectVersion':
+                LOG.error('cyborg-conductor cannot read DriverDevice '
+                          '%(version)s (%(error)s): set [upgrade_levels] '
+                          'cyborg_conductor to its release (2026.1 for '
+                          'Cyborg 16) or to the version it supports',
+                          {'version': self.version, 'error': exc.value})
+            raise
         self._sent_digest = current
         self._sent_at = self._clock()
         self.sends += 1

@@ -286,6 +286,7 @@ class SidecarHookTest(testtools.TestCase):
         self.devices = [_device(T_A)]
         self.calls = []
         self.reporter = mock.Mock(**{'report.return_value': True})
+        self.reporter.sendable.side_effect = lambda devices: devices
         self.reconciler = mock.Mock(**{'report_due.return_value': False})
         self.reconciler.converge.side_effect = (
             lambda *a, **kw: self.calls.append('converge') or {})

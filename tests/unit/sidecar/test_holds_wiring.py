@@ -107,6 +107,7 @@ class CycleHeldTest(testtools.TestCase):
         self.devices = [tr._device()]
         self.inventory = mock.Mock(**{'discover.return_value': self.devices})
         self.reporter = mock.Mock(sends=0)
+        self.reporter.sendable.side_effect = lambda devices: devices
         self.placement = mock.Mock(**{'find_provider.return_value': 'root'})
         self.placement.providers_in_tree.return_value = [
             {'name': 'compute1_other'}]

@@ -35,6 +35,7 @@ class CycleTest(testtools.TestCase):
         self.inventory = mock.Mock(**{'discover.return_value':
                                       self.devices})
         self.reporter = mock.Mock(**{'report.return_value': True})
+        self.reporter.sendable.side_effect = lambda devices: devices
         self.placement = mock.Mock(**{'find_provider.return_value': ROOT})
         self.reconciler = mock.Mock(**{'converge.return_value': {},
                                        'report_due.return_value': False})
