@@ -1,9 +1,10 @@
 """Device health and Nova's own devices, against the real cyborg-conductor
 and Placement.
 
-A fault the host shows (an FPGA manager in error, a fatal PCIe AER error,
-the card falling off the bus, a VGPU's vendor driver unloaded) makes the
-device unhealthy: its provider is fully reserved, Placement and Cyborg's
+A fault the host shows (a DFL card's FPGA manager in error, a DFL port
+error, a fatal PCIe AER error, the card falling off the bus, a VGPU's
+vendor driver unloaded) makes the device unhealthy: its providers (a DFL
+card's: one per port) are fully reserved, Placement and Cyborg's
 deployable API show the ``CUSTOM_HEALTH_UNHEALTHY`` trait, and the
 servers using it are named in a WARNING; once the fault is gone the
 device is offered again. A device nova-compute's own ``[pci]
@@ -25,31 +26,44 @@ from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_faults_processes as processes  # noqa
 from tests.functional import test_sidecar  # noqa: E402
 
-NUM_VFS = 4
+NUM_VFS = 2
 
 
 class HealthTestBase(test_sidecar.SidecarTestBase):
 
-    #: the provider watched, its resource class and total
+    #: the provider watched, its resource class and total (each)
     name = rc = total = None
+    #: the providers watched when the device has several (a DFL card's
+    #: ports); empty: ``name`` alone
+    names = ()
 
-    def deployable_traits(self):
+    def watched(self):
+        return list(self.names) or [self.name]
+
+    def deployable_traits(self, name):
         (dep,) = [d for d in self.cyborg.list_deployables()
-                  if d['name'] == self.name]
+                  if d['name'] == name]
         return {value for attr in json.loads(dep['attributes_list'])
                 for value in attr.values()}
 
     def state(self):
-        inv = self.inventory(self.name)[self.rc]
-        return ((inv['total'], inv['reserved']),
-                health.UNHEALTHY_TRAIT in self.traits(self.name),
-                health.UNHEALTHY_TRAIT in self.deployable_traits())
+        """``[((total, reserved), trait in Placement, in Cyborg)]`` of
+        each provider watched."""
+        seen = []
+        for name in self.watched():
+            inv = self.inventory(name)[self.rc]
+            seen.append(((inv['total'], inv['reserved']),
+                         health.UNHEALTHY_TRAIT in self.traits(name),
+                         health.UNHEALTHY_TRAIT in
+                         self.deployable_traits(name)))
+        return seen
 
     def expect(self, unhealthy, what):
-        """One cycle, then wait until Placement and Cyborg agree."""
+        """One cycle, then wait until Placement and Cyborg agree, for
+        every provider watched."""
         self.sidecar.cycle()
-        want = ((self.total, self.total if unhealthy else 0), unhealthy,
-                unhealthy)
+        want = [((self.total, self.total if unhealthy else 0), unhealthy,
+                 unhealthy)] * len(self.watched())
         seen = []
 
         def agree():
@@ -64,13 +78,16 @@ class HealthTestBase(test_sidecar.SidecarTestBase):
 
 class HealthTest(HealthTestBase):
 
-    rc, total = 'FPGA', NUM_VFS
+    # An Intel DFL card with two ports, each released to a VF: two
+    # providers of FPGA total 1; the card's health holds both.
+    rc, total = 'FPGA', 1
 
     def setUp(self):
         super().setUp()
         self.start_accel_compute('compute1', num_pfs=1, num_vfs=NUM_VFS)
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        self.names = self.fpga_providers('compute1', self.pf)
+        self.assertEqual(NUM_VFS, len(self.names))
         self.host = self.hosts['compute1']
         self.sidecar = self.sidecars['compute1']
 
@@ -79,17 +96,35 @@ class HealthTest(HealthTestBase):
         server = self.boot(flavor)
         self.expect(False, 'healthy at start')
 
+        # The DFL manager's 'unknown' (what dfl-fme-mgr.c reports) is
+        # healthy, as is 'operating'; a write error is a fault.
+        faults.set_fpga_state(self.host, self.pf, 'unknown')
+        self.expect(False, "the FPGA manager's state unknown")
         faults.set_fpga_state(self.host, self.pf, 'write error')
         self.expect(True, 'the FPGA manager in error')
         log = self.stdlog.logger.output
-        self.assertIn('Device %s is unhealthy: FPGA manager fpga0 state is '
-                      "'write error'" % self.pf, log)
+        manager = 'fpga%d' % self.host.fpga_card(self.pf).manager
+        self.assertIn('Device %s is unhealthy: FPGA manager %s state is '
+                      "'write error'" % (self.pf, manager), log)
         self.assertIn(server['id'], log.split(
             'Device %s is unhealthy' % self.pf)[1].splitlines()[0])
         faults.set_fpga_state(self.host, self.pf, 'operating')
         self.expect(False, 'the FPGA manager operating again')
         self.assertIn('Device %s is healthy again' % self.pf,
                       self.stdlog.logger.output)
+
+        # A DFL port's error file (dfl-port.M/errors/errors) holds the
+        # whole card: both ports' providers.
+        card = self.host.fpga_card(self.pf)
+        port = card.handles()[1]
+        faults.set_fpga_error(self.host, port, 'port/errors', '0x1')
+        self.expect(True, 'an error of the second port')
+        line = self.stdlog.logger.output.split(
+            'Device %s is unhealthy: ' % self.pf)[-1].splitlines()[0]
+        self.assertIn('dfl-port.%d/errors/errors is 0x1'
+                      % card.ports[1].port_id, line)
+        faults.set_fpga_error(self.host, port, 'port/errors', '0x0')
+        self.expect(False, "the port's error cleared")
 
         vf = self.host.functions[self.pf].virtfns[0]
         faults.set_aer(self.host, vf, fatal=0)
@@ -151,11 +186,16 @@ class NovaDeviceSpecTest(test_sidecar.SidecarTestBase):
             'compute1', num_pfs=2, num_vfs=4,
             extra_config='[sidecar]\nnova_config_file = %s\n' % nova_conf)
         self.assertEqual(pfs, self.pf_bdfs('compute1'))
+        # The card is the device: Nova managing one of its ports' VFs
+        # keeps the whole card (both its ports) out.
+        kept, managed = (self.fpga_providers('compute1', pf) for pf in pfs)
+        self.assertEqual(2, len(managed))
         names = {d['name'] for d in self.cyborg.list_deployables()}
-        self.assertEqual({'compute1_' + pfs[0]}, names)
-        self.assertEqual([], self.placement.get(
-            '/resource_providers?name=compute1_%s' % pfs[1],
-            version='1.14').body['resource_providers'])
+        self.assertEqual(set(kept), names)
+        for name in managed:
+            self.assertEqual([], self.placement.get(
+                '/resource_providers?name=%s' % name,
+                version='1.14').body['resource_providers'])
         self.assertIn('Not reporting FPGA device %s (driver fpga): Nova '
                       'manages %s through [pci] device_spec' % (pfs[1], vf),
                       self.stdlog.logger.output)
@@ -163,8 +203,12 @@ class NovaDeviceSpecTest(test_sidecar.SidecarTestBase):
         with open(nova_conf, 'w') as f:
             f.write('[pci]\n')
         self.sidecars['compute1'].cycle()
-        waits.wait_until(lambda: 'compute1_%s' % pfs[1] in {
+        waits.wait_until(lambda: set(managed) <= {
             d['name'] for d in self.cyborg.list_deployables()},
             'the device reported once Nova no longer manages it')
-        self.assertEqual(2, self.inventory('compute1_' + pfs[1])['FPGA']
-                         ['total'])
+        waits.wait_until(lambda: all(self.placement.get(
+            '/resource_providers?name=%s' % name,
+            version='1.14').body['resource_providers'] for name in managed),
+            "the card's providers in Placement")
+        self.assertEqual([1, 1], [self.inventory(name)['FPGA']['total']
+                                  for name in managed])

@@ -4,7 +4,8 @@ sidecar, cyborg-conductor and Placement.
 The card itself shows no error (AER counts land where the error is seen,
 often at the link partner: Documentation/ABI/testing/
 sysfs-bus-pci-devices-aer_stats); its upstream port counts one. Within
-one cycle the card is fenced: its provider fully reserved, the
+one cycle the card (an Intel DFL card, each port released to a VF) is
+fenced: its providers, one per port, fully reserved, the
 ``CUSTOM_HEALTH_UNHEALTHY`` trait in Placement and Cyborg, the reason in
 ``nova-cyborg-sidecar-manage device list``. Once the port's counters are
 reset the card is offered again.
@@ -26,7 +27,8 @@ PORT = '0000:80:01.0'
 
 class UpstreamPortTest(test_sidecar_health.HealthTestBase):
 
-    rc, total = 'FPGA', NUM_VFS
+    # Each port's provider has FPGA total 1.
+    rc, total = 'FPGA', 1
 
     def listed(self):
         """The card's row of ``nova-cyborg-sidecar-manage device list``."""
@@ -43,7 +45,8 @@ class UpstreamPortTest(test_sidecar_health.HealthTestBase):
         self.host = self.start_accel_compute('compute1', num_pfs=1,
                                              num_vfs=NUM_VFS)
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        self.names = self.fpga_providers('compute1', self.pf)
+        self.assertEqual(NUM_VFS, len(self.names))
         self.sidecar = self.sidecars['compute1']
         pci_health.add_port(self.host, PORT, [self.pf])
         self.expect(False, 'healthy below its port')

@@ -8,32 +8,66 @@ one a server holds, and keep the vanished one. The sidecar keeps reporting
 the vanished VF and fences its card (``device gone``) until the VF is
 back: Cyborg's handles stay those of sysfs plus the vanished one, and equal
 sysfs again once it is back.
+
+The card is an Intel DFL card whose two ports are released to its two
+VFs (each VF a deployable with one attach handle); the vanished VF is the
+one serving the server's port, and its port goes with it.
 """
 
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
+import copy  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import sqlite3  # noqa: E402
 
 from sidecar_simulator import faults  # noqa: E402
+from sidecar_simulator import host as simulator  # noqa: E402
 from tests.functional import test_faults_processes as processes  # noqa
 from tests.functional import test_sidecar_health  # noqa: E402
 
-NUM_VFS = 4
+NUM_VFS = 2
+
+
+def remove_port_vf(host, address):
+    """``echo 1 > /sys/bus/pci/devices/<address>/remove`` on a VF serving
+    a DFL port (Documentation/ABI/testing/sysfs-bus-pci, ``remove``):
+    the VF leaves ``/sys/bus/pci/devices`` with the devices under it (its
+    port's region and ``dfl-port.M``; drivers/base/core.c device_del takes
+    their class links); the PF's ``virtfnN`` link stays, dangling, and
+    ``sriov_numvfs`` keeps its value. :func:`faults.remove_vf` refuses a
+    VF serving an FPGA port; this is the same removal for one. Returns
+    what :func:`faults.rescan` puts back.
+    """
+    function = host.functions[address]
+    saved = copy.deepcopy(function)
+    del host.functions[address]
+    os.unlink(os.path.join(host.root, 'bus/pci/devices', address))
+    shutil.rmtree(host._dir(address))
+    for directory in simulator._CLASS_LINKS:
+        directory = os.path.join(host.root, directory)
+        for name in (os.listdir(directory)
+                     if os.path.isdir(directory) else ()):
+            link = os.path.join(directory, name)
+            if not os.path.exists(link):
+                os.unlink(link)
+    return saved
 
 
 class VanishedVfTest(test_sidecar_health.HealthTestBase):
 
-    rc, total = 'FPGA', NUM_VFS
+    # One provider per port, FPGA total 1 each.
+    rc, total = 'FPGA', 1
 
     def setUp(self):
         super().setUp()
         self.host = self.start_accel_compute('compute1', num_pfs=1,
                                              num_vfs=NUM_VFS)
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        self.names = self.fpga_providers('compute1', self.pf)
+        self.assertEqual(NUM_VFS, len(self.names))
         self.sidecar = self.sidecars['compute1']
 
     def handles(self):
@@ -76,7 +110,7 @@ class VanishedVfTest(test_sidecar_health.HealthTestBase):
         self.assertEqual(self.sysfs_vfs(), set(before))
         self.assertEqual((arq['attach_handle_uuid'], True), before[vf])
 
-        removed = faults.remove_vf(self.host, vf)
+        removed = remove_port_vf(self.host, vf)
         self.assertNotIn(vf, self.sysfs_vfs())
         self.expect(True, 'the VF gone')
         # No handle destroyed: the other VFs' and the server's are there.
@@ -92,9 +126,8 @@ class VanishedVfTest(test_sidecar_health.HealthTestBase):
         # The server whose domain holds the vanished VF is named.
         self.assertIn('(server %s, running)' % server['id'],
                       row['in_use_by'][0])
-        self.assertEqual({self.name: {'total': NUM_VFS,
-                                      'reserved': NUM_VFS}},
-                         row['reservation'])
+        self.assertEqual({name: {'total': 1, 'reserved': 1}
+                          for name in self.names}, row['reservation'])
         # The next cycles change nothing.
         self.expect(True, 'the VF still gone')
         self.assertEqual(before, self.handles())
