@@ -25,6 +25,9 @@ MISSING = 'missing'
 
 
 class ConductorViewTest(test_sidecar.SidecarTestBase):
+    # One card with one port, released to its VF: one deployable, one
+    # provider, whose record the tests make lie.
+    NUM_VFS = 1
 
     def _deployable(self, name):
         found = [d for d in self.cyborg.list_deployables()
@@ -64,16 +67,17 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
             [{'resources:FPGA': '1', 'accel:bitstream_id': self.image_a}])[1]
         self.start_accel_compute('compute1', function_ids=[F_OLD])
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        (self.vf,) = self.handle_bdfs('compute1')
+        (self.name,) = self.fpga_providers('compute1', self.pf)
         self._bound_once(self.flavor_a, self.name, self.image_a)
-        self.assertEqual(F_A, self.loaded('compute1', self.pf))
+        self.assertEqual(F_A, self.loaded('compute1', self.vf))
 
     def _boot_asking_a_again(self):
         # Before the repair the conductor skips the programming: the server
         # would get a card holding F_B (or Nova's check refuses the host).
         server = self.boot(self.flavor_a)
         self.assert_accelerated(server, 1)
-        self.assertEqual(F_A, self.loaded('compute1', self.pf))
+        self.assertEqual(F_A, self.loaded('compute1', self.vf))
         traits = self.traits(self.name)
         self.assertIn(function_trait(F_A), traits)
         self.assertNotIn(function_trait(F_B), traits)
@@ -89,8 +93,8 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
             'PATCH', '/deployables/%s/program' % uuid,
             json=[{'path': '/bitstream_id', 'op': 'replace',
                    'value': [{'image_uuid': self.image_b}]}])
-        self.assertEqual(F_B, self.loaded('compute1', self.pf))
-        self.assertEqual([(self.pf, F_A), (self.pf, F_B)],
+        self.assertEqual(F_B, self.loaded('compute1', self.vf))
+        self.assertEqual([(self.vf, F_A), (self.vf, F_B)],
                          self.programmed('compute1'))
         # The function trait follows the API path.
         traits = self.traits(self.name)
@@ -101,13 +105,13 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
         self._forgotten(self.name, (None, self.image_b))
         self.assertEqual(1, self.sidecars['compute1'].sidecar.view.repairs)
         self._boot_asking_a_again()
-        self.assertEqual([(self.pf, F_A), (self.pf, F_B), (self.pf, F_A)],
+        self.assertEqual([(self.vf, F_A), (self.vf, F_B), (self.vf, F_A)],
                          self.programmed('compute1'))
 
     def _load_out_of_band(self, function_id):
-        """Load ``function_id`` with the card's own tool, not the
-        sidecar."""
-        self.hosts['compute1'].set_function_id(self.pf, function_id)
+        """Load ``function_id`` into the card's port with the card's own
+        tool, not the sidecar."""
+        self.hosts['compute1'].set_function_id(self.vf, function_id)
 
     def test_out_of_band_programming(self):
         self._setup()

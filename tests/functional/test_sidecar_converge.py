@@ -6,15 +6,17 @@ Against the real cyborg-conductor and Placement, with no manual step:
   its check-then-create of a custom trait met another host's creation (the
   race seen when hosts start together), because Placement answered one of
   its writes 5xx, or because a provider generation moved under it (409);
-- an operator deletes a device's provider;
+- an operator deletes one of a device's providers;
 - cyborg-conductor is down when the sidecar starts;
 - RabbitMQ is not up yet when the sidecar starts.
 
-"Matching" is what a scheduler and a deployer check: the device provider is
-under the compute node with the UUID cyborg-conductor derives from its
-name, offers every accelerator (total, max_unit, nothing reserved), carries
-the driver's traits, Cyborg holds the deployable, and a server asking for
-the device boots onto it.
+The device is an Intel DFL card whose ports are each released to a VF:
+one deployable and one provider a port. "Matching" is what a scheduler
+and a deployer check: every port's provider is under the compute node with
+the UUID cyborg-conductor derives from its name, offers its accelerator
+(total and max_unit 1, nothing reserved), carries the driver's traits,
+Cyborg holds its deployable, and a server asking for the device boots onto
+it.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -29,7 +31,7 @@ from tests.functional.harness import broker  # noqa: E402
 from tests.functional.harness import sidecar_fixture  # noqa: E402
 from tests.functional import test_faults_processes as faults  # noqa: E402
 
-NUM_VFS = 4
+NUM_VFS = 4  # one card, four ports: four providers
 TRAITS = {'OWNER_CYBORG', 'CUSTOM_FPGA_INTEL'}
 
 
@@ -91,23 +93,25 @@ def created_meanwhile(environ, start_response, app):
 class ConvergeTestBase(faults.ProcessFaultBase):
 
     def expect_matching(self, hostname='compute1', timeout=120):
-        """Wait until the host's device provider matches; return its
-        name."""
+        """Wait until the providers of the host's card (one a port) all
+        match; return their names in port order."""
         (pf,) = self.pf_bdfs(hostname)
-        name = '%s_%s' % (hostname, pf)
+        names = self.fpga_providers(hostname, pf)
+        self.assertEqual(NUM_VFS, len(names))
         compute_rp = self._get_provider_uuid_by_host(hostname)
         last = []
 
         def matching():
-            last[:] = self.problems(name, compute_rp)
+            last[:] = [p for name in names
+                       for p in self.problems(name, compute_rp)]
             return not last
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if matching():
-                return name
+                return names
             time.sleep(0.5)
-        self.fail('%s does not match the host after %d s: %s' % (
-            name, timeout, '; '.join(last)))
+        self.fail('%s do not match the host after %d s: %s' % (
+            ', '.join(names), timeout, '; '.join(last)))
 
     def problems(self, name, compute_rp):
         found = self.placement.get('/resource_providers?name=%s' % name,
@@ -117,22 +121,25 @@ class ConvergeTestBase(faults.ProcessFaultBase):
         (rp,) = found
         problems = []
         if rp['uuid'] != program.provider_uuid(name):
-            problems.append('UUID %s' % rp['uuid'])
+            problems.append('%s: UUID %s' % (name, rp['uuid']))
         if rp['parent_provider_uuid'] != compute_rp:
-            problems.append('parent %s' % rp['parent_provider_uuid'])
+            problems.append('%s: parent %s' % (
+                name, rp['parent_provider_uuid']))
         inv = self.inventory(name).get('FPGA', {})
         seen = (inv.get('total'), inv.get('max_unit'), inv.get('reserved'))
-        if seen != (NUM_VFS, NUM_VFS, 0):
-            problems.append('FPGA total/max_unit/reserved %s' % (seen,))
+        if seen != (1, 1, 0):
+            problems.append('%s: FPGA total/max_unit/reserved %s' % (
+                name, seen))
         missing = TRAITS - self.traits(name)
         if missing:
-            problems.append('traits %s missing' % sorted(missing))
+            problems.append('%s: traits %s missing' % (
+                name, sorted(missing)))
         deployables = {d['name']: d for d in self.cyborg.list_deployables()}
         if name not in deployables:
             problems.append('Cyborg holds no deployable %s' % name)
         elif deployables[name]['rp_uuid'] != rp['uuid']:
-            problems.append('Cyborg has it on provider %s' %
-                            deployables[name]['rp_uuid'])
+            problems.append('Cyborg has %s on provider %s' % (
+                name, deployables[name]['rp_uuid']))
         return problems
 
     def assert_usable(self):
@@ -181,15 +188,16 @@ class ProviderDeletedTest(ConvergeTestBase):
 
     def test_deleted_by_an_operator(self):
         self.start_accel_compute('compute1', num_vfs=NUM_VFS)
-        name = self.expect_matching()
-        uuid = self.provider(name)['uuid']
+        names = self.expect_matching()
+        uuid = self.provider(names[1])['uuid']
         self.placement.delete('/resource_providers/%s' % uuid)
         # One cycle: cyborg-conductor still holds the device, so the new
         # report changes nothing; the sidecar writes the provider itself
         # and reports once more on the next cycle.
         self.sidecars['compute1'].sidecar.run_cycle()
-        self.assertEqual([], self.problems(
-            name, self._get_provider_uuid_by_host('compute1')))
+        compute_rp = self._get_provider_uuid_by_host('compute1')
+        self.assertEqual([], [p for name in names
+                              for p in self.problems(name, compute_rp)])
         self.assert_usable()
 
 

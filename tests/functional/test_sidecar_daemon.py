@@ -76,10 +76,12 @@ class DaemonTest(test_sidecar.SidecarTestBase):
         glance = self.start_glance()
         slow = self.create_bitstream(F_B, extra='sleep 120\n')
         good = self.create_bitstream(F_A)
-        host = self.start_accel_compute('compute1', sidecar=False,
+        # A card with one port, released to its VF: one provider of one
+        # FPGA, programmed through the card's control path (its PF).
+        host = self.start_accel_compute('compute1', sidecar=False, num_vfs=1,
                                         function_ids=[F_OLD])
         (pf,) = self.pf_bdfs('compute1')
-        name = 'compute1_' + pf
+        (name,) = self.fpga_providers('compute1', pf)
         base_dir = self.useFixture(fixtures.TempDir()).path
         sysfs_root = host.write(os.path.join(base_dir, 'sys'))
         state = os.path.join(base_dir, 'state')
@@ -110,7 +112,7 @@ class DaemonTest(test_sidecar.SidecarTestBase):
         context = rpc.admin_context()
         client.cast(context, 'fpga_program', controlpath_id=cpid,
                     bitstream_uuid=slow, driver_name='intel')
-        self._wait(lambda: self.inventory(name)['FPGA']['reserved'] == 2,
+        self._wait(lambda: self.inventory(name)['FPGA']['reserved'] == 1,
                    'the reservation while programming', log)
         journal_file = os.path.join(state, 'programming.json')
         with open(journal_file) as f:
