@@ -121,16 +121,17 @@ def remove_vf(host, address):
     ``sriov_numvfs`` keeps its value and the PF's ``virtfnN`` link stays
     (the kernel removes those links only when SR-IOV is disabled,
     ``sriov_numvfs`` written 0), dangling. Returns what :func:`rescan`
-    puts back. A VF serving an FPGA region is not supported here.
+    puts back. A VF serving a DFL port takes the port (its base region
+    and ``dfl-port.M``) with it, and their class links.
     """
     function = host.functions[address]
-    if function.physfn is None or host.fpga_card(address):
-        raise KeyError('%s is not a simulated VF without an FPGA port'
-                       % address)
+    if function.physfn is None:
+        raise KeyError('%s is not a simulated VF' % address)
     saved = copy.deepcopy(function)
     del host.functions[address]
     os.unlink(os.path.join(host.root, 'bus/pci/devices', address))
     shutil.rmtree(host._dir(address))
+    host.prune_class_links()
     return saved
 
 

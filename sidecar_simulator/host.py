@@ -393,8 +393,11 @@ class SimulatedHost:
             if os.path.lexists(path):
                 os.unlink(path)
         shutil.rmtree(self._dir(address))
-        # The class devices under the function go with it
-        # (drivers/base/core.c device_del).
+        self.prune_class_links()
+
+    def prune_class_links(self):
+        """The class and platform devices under a removed function go
+        with it (drivers/base/core.c device_del): their links leave."""
         for directory in _CLASS_LINKS:
             directory = os.path.join(self.root, directory)
             for name in (os.listdir(directory)

@@ -38,7 +38,7 @@ def manager_problems(manager):
 
 def observe(sysfs_root, device, observation):
     """``observation`` (the PCI checks of ``device``) with the card's."""
-    card = dfl.cards(sysfs_root).get(device.address)
+    card = dfl.card(sysfs_root, device.address)
     if card is None:
         return dataclasses.replace(observation, problems=(
             observation.problems + ('its DFL FME is gone',)))

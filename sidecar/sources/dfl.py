@@ -125,35 +125,30 @@ def _port(path, address):
                    else None)
 
 
-def cards(sysfs_root):
-    """All DFL cards, by PF address; ports found on VFs (released for
-    SR-IOV) join the card of their PF (the VF's ``physfn``)."""
-    class_dir = os.path.join(sysfs_root, 'class', 'fpga_region')
-    try:
-        names = sorted(os.listdir(class_dir), key=_natural)
-    except OSError:
-        return {}
-    found, vf_ports = {}, []
-    for name in names:
-        real = os.path.realpath(os.path.join(class_dir, name))
-        address = _pci_function(os.path.dirname(os.path.dirname(real)))
-        if address is None:
-            continue  # not a base region: a PR region or another driver's
-        ports = [_port(os.path.join(real, p), address)
-                 for p in _children(real, _PORT)]
-        fmes = _children(real, _FME)
-        if not fmes:
-            vf_ports.extend(ports)
-            continue
-        fme = os.path.join(real, fmes[0])
-        mgrs = _children(fme, _FME_MGR)
-        manager = (_only_dir(os.path.join(fme, mgrs[0], 'fpga_manager'))
-                   if mgrs else None)
-        regions = [_only_dir(os.path.join(fme, r, 'fpga_region'))
-                   for r in _children(fme, _FME_REGION)]
-        found[address] = DflCard(
-            address=address, fme=fme, fme_name=fmes[0], manager=manager,
-            pr_regions=tuple(r for r in regions if r), ports=tuple(ports))
+def _base(real, address, found, vf_ports):
+    """Read the base region ``real`` (a real path) of PCI function
+    ``address``: a card into ``found`` if it holds an FME, else its
+    ports (released to a VF) into ``vf_ports``."""
+    ports = [_port(os.path.join(real, p), address)
+             for p in _children(real, _PORT)]
+    fmes = _children(real, _FME)
+    if not fmes:
+        vf_ports.extend(ports)
+        return
+    fme = os.path.join(real, fmes[0])
+    mgrs = _children(fme, _FME_MGR)
+    manager = (_only_dir(os.path.join(fme, mgrs[0], 'fpga_manager'))
+               if mgrs else None)
+    regions = [_only_dir(os.path.join(fme, r, 'fpga_region'))
+               for r in _children(fme, _FME_REGION)]
+    found[address] = DflCard(
+        address=address, fme=fme, fme_name=fmes[0], manager=manager,
+        pr_regions=tuple(r for r in regions if r), ports=tuple(ports))
+
+
+def _joined(sysfs_root, found, vf_ports):
+    """``found`` with the VFs' ports joined to their PF's card (the VF's
+    ``physfn``), each card's ports in the order of their number."""
     for port in vf_ports:
         physfn = os.path.join(sysfs_root, 'bus', 'pci', 'devices',
                               port.address, 'physfn')
@@ -168,6 +163,43 @@ def cards(sysfs_root):
         card.ports, key=lambda p: (p.number is None, p.number or 0,
                                    p.address))))
             for address, card in found.items()}
+
+
+def cards(sysfs_root):
+    """All DFL cards, by PF address; ports found on VFs (released for
+    SR-IOV) join the card of their PF (the VF's ``physfn``)."""
+    class_dir = os.path.join(sysfs_root, 'class', 'fpga_region')
+    try:
+        names = sorted(os.listdir(class_dir), key=_natural)
+    except OSError:
+        return {}
+    found, vf_ports = {}, []
+    for name in names:
+        real = os.path.realpath(os.path.join(class_dir, name))
+        address = _pci_function(os.path.dirname(os.path.dirname(real)))
+        if address is not None:  # else a PR region or another driver's
+            _base(real, address, found, vf_ports)
+    return _joined(sysfs_root, found, vf_ports)
+
+
+def card(sysfs_root, address):
+    """The DFL card whose PF is ``address``, as :func:`cards` gives it,
+    or None; reads only the base regions of that PF and of its VFs
+    (``virtfnN``), so that a check of one card does not read them all."""
+    devices = os.path.join(sysfs_root, 'bus', 'pci', 'devices')
+    functions = [address] + [
+        os.path.basename(os.readlink(os.path.join(devices, address, link)))
+        for link in _children(os.path.join(devices, address),
+                              re.compile(r'^virtfn[0-9]+$'))]
+    found, vf_ports = {}, []
+    for function in functions:
+        region_dir = os.path.join(devices, function, 'fpga_region')
+        for name in _children(region_dir, re.compile(r'^region[0-9]+$')):
+            real = os.path.realpath(os.path.join(region_dir, name))
+            if _pci_function(os.path.dirname(os.path.dirname(real))) == \
+                    function:
+                _base(real, function, found, vf_ports)
+    return _joined(sysfs_root, found, vf_ports).get(address)
 
 
 def errors(directory, label):

@@ -17,43 +17,15 @@ one serving the server's port, and its port goes with it.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
-import copy  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import shutil  # noqa: E402
 import sqlite3  # noqa: E402
 
 from sidecar_simulator import faults  # noqa: E402
-from sidecar_simulator import host as simulator  # noqa: E402
 from tests.functional import test_faults_processes as processes  # noqa
 from tests.functional import test_sidecar_health  # noqa: E402
 
 NUM_VFS = 2
-
-
-def remove_port_vf(host, address):
-    """``echo 1 > /sys/bus/pci/devices/<address>/remove`` on a VF serving
-    a DFL port (Documentation/ABI/testing/sysfs-bus-pci, ``remove``):
-    the VF leaves ``/sys/bus/pci/devices`` with the devices under it (its
-    port's region and ``dfl-port.M``; drivers/base/core.c device_del takes
-    their class links); the PF's ``virtfnN`` link stays, dangling, and
-    ``sriov_numvfs`` keeps its value. :func:`faults.remove_vf` refuses a
-    VF serving an FPGA port; this is the same removal for one. Returns
-    what :func:`faults.rescan` puts back.
-    """
-    function = host.functions[address]
-    saved = copy.deepcopy(function)
-    del host.functions[address]
-    os.unlink(os.path.join(host.root, 'bus/pci/devices', address))
-    shutil.rmtree(host._dir(address))
-    for directory in simulator._CLASS_LINKS:
-        directory = os.path.join(host.root, directory)
-        for name in (os.listdir(directory)
-                     if os.path.isdir(directory) else ()):
-            link = os.path.join(directory, name)
-            if not os.path.exists(link):
-                os.unlink(link)
-    return saved
 
 
 class VanishedVfTest(test_sidecar_health.HealthTestBase):
@@ -110,7 +82,7 @@ class VanishedVfTest(test_sidecar_health.HealthTestBase):
         self.assertEqual(self.sysfs_vfs(), set(before))
         self.assertEqual((arq['attach_handle_uuid'], True), before[vf])
 
-        removed = remove_port_vf(self.host, vf)
+        removed = faults.remove_vf(self.host, vf)
         self.assertNotIn(vf, self.sysfs_vfs())
         self.expect(True, 'the VF gone')
         # No handle destroyed: the other VFs' and the server's are there.
