@@ -13,6 +13,7 @@ FPGAs are programmed with the ``command`` programmer running
 loads the function id a test bitstream names into the region's ``afu_id``.
 """
 
+from importlib import metadata
 import os
 import sys
 
@@ -61,7 +62,7 @@ endpoint_override = {glance_url}
 auth_type = admin_token
 endpoint = {cyborg_url}
 token = {cyborg_token}
-"""
+{upgrade_levels}"""
 
 REPO_ROOT = child.REPO_ROOT
 
@@ -86,9 +87,19 @@ def write_config(path, **values):
     values.setdefault('gpu_selector', '10de:*')
     values.setdefault('nova_config_file', os.path.join(
         os.path.dirname(path), 'nova.conf'))
+    values.setdefault('upgrade_levels', _upgrade_levels())
     with open(path, 'w') as f:
         f.write(CONFIG_TEMPLATE.format(**values))
     return path
+
+
+def _upgrade_levels():
+    """``[upgrade_levels]`` for the cyborg-conductor installed here: an
+    older one (Cyborg 16, with Nova 33) reads reports at its release."""
+    major = int(metadata.version('openstack-cyborg').split('.')[0])
+    if major < 17:
+        return '\n[upgrade_levels]\ncyborg_conductor = 2026.1\n'
+    return ''
 
 
 def make_conf(args=()):
