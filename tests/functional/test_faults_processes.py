@@ -58,8 +58,9 @@ over 20 s on a busy one; every wait for its end has a deadline of minutes,
 and cyborg-conductor's RPC timeout is as long:
 
 * under cyborg-conductor and the sidecar: the sidecar's report of a change
-  goes through once both have reconnected (a failed one is sent again at
-  the next cycle), and the inventory follows.
+  (a port's VF gone) goes through once both have reconnected (a failed one
+  is sent again at the next cycle), and that port's deployable and
+  provider go.
 * once each of them consumes its queues again (a call sent before that is
   lost, in any deployment whose queues do not survive the broker), a
   boot asking for a bitstream programs the card (the conductor's call
@@ -81,7 +82,9 @@ Placement conflicts and outages:
   host", no ARQ was created and nothing is allocated; once Placement is
   back a boot works.
 * a generation conflict (HTTP 409) on cyborg-conductor's inventory update
-  while the sidecar reports a VF gone: the conductor ignores it and
+  while the sidecar reports a VF of an SR-IOV PF gone (the PCI driver's
+  device: one provider whose total is its VFs; a DFL card's port is a
+  provider of one, which a VF gone removes): the conductor ignores it and
   answers the report, its database saying 3 VFs and Placement 4, for good
   (the next report changes nothing in its database). Fixed in the
   sidecar: after each report it checks its providers' totals and sets
@@ -96,6 +99,7 @@ Placement conflicts and outages:
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
+import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
@@ -290,11 +294,13 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             for s in servers])
 
     def assert_programmed_then_deleted(self, server, function_id):
-        """``server`` is ACTIVE with its VF on the card of ``self.name``,
-        which carries ``function_id``; deleting it leaves nothing."""
+        """``server`` is ACTIVE with a port's VF, whose provider carries
+        ``function_id``; deleting it leaves nothing."""
         self.assert_accelerated(server, 1)
+        (vf,) = self.hostdev_bdfs(server)
         self.assertIn(test_sidecar.function_trait(function_id),
-                      self.traits(self.name))
+                      self.traits('%s_%s' % (server['OS-EXT-SRV-ATTR:host'],
+                                             vf)))
         self.assert_no_leaks([server])
         self.delete_all([server])
         self.assert_no_leaks()
@@ -342,7 +348,7 @@ class ProcessFaultBase(base.AcceleratorTestBase):
             for name, rp in self.device_rp_uuids(host).items():
                 self.assertEqual(
                     expected.get(rp, 0),
-                    self._get_provider_usages(rp).get('FPGA', 0), name)
+                    sum(self._get_provider_usages(rp).values()), name)
                 inventory = self.placement.get(
                     '/resource_providers/%s/inventories' % rp,
                     version='1.26').body['inventories']
@@ -509,10 +515,11 @@ class SidecarKilledTest(ProcessFaultBase):
     def setUp(self):
         super().setUp()
         self.start_glance()
-        self.start_accel_compute('compute1', sidecar=False,
+        # A card with one port, released to its VF: one provider of one.
+        self.start_accel_compute('compute1', sidecar=False, num_vfs=1,
                                  function_ids=[F_OLD])
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        (self.name,) = self.fpga_providers('compute1', self.pf)
         self.daemon = Daemon(self, 'compute1')
         self.daemon.start()
 
@@ -526,7 +533,7 @@ class SidecarKilledTest(ProcessFaultBase):
             return f.read().strip()
 
     def test_killed_while_the_conductor_waits_for_fpga_program(self):
-        # The sidecar dies while it programs the card for a boot: the
+        # The sidecar dies while it programs the port for a boot: the
         # conductor's call times out, the bind fails, and the boot fails
         # on the only host. Started again, the sidecar gives the provider
         # back with the function the card really holds; a boot then
@@ -534,7 +541,7 @@ class SidecarKilledTest(ProcessFaultBase):
         slow = self.bitstream_flavor(F_A, extra='sleep 120\n')
         server = self.post_server(slow)
         self.wait_for(lambda: self.inventory(self.name)['FPGA'][
-            'reserved'] == 2, 'the reservation while programming')
+            'reserved'] == 1, 'the reservation while programming')
         self.daemon.kill()
         self.daemon.start()
         self.wait_for(lambda: self.inventory(self.name)['FPGA'][
@@ -612,10 +619,12 @@ class RabbitRestartTest(ProcessFaultBase):
         super().setUp()
         self.assertEqual(self.rabbit.port, self.broker.port)
         self.start_glance()
+        # A card with four ports, each released to its VF: four
+        # providers of one FPGA each.
         self.start_accel_compute('compute1', function_ids=[F_OLD],
                                  num_vfs=4, rpc_timeout=5)
         (self.pf,) = self.pf_bdfs('compute1')
-        self.name = 'compute1_' + self.pf
+        self.names = self.fpga_providers('compute1', self.pf)
 
     def restart_broker(self, wait=False):
         """Restart the broker; with ``wait``, return once every queue that
@@ -650,12 +659,18 @@ class RabbitRestartTest(ProcessFaultBase):
 
     def test_report_after_a_restart(self):
         self.restart_broker()
+        # The last port's VF goes: the report drops its deployable.
         host = self.hosts['compute1']
         host.remove_function(max(host.functions[self.pf].virtfns.values()))
         self.report_until_sent()
-        self.assertEqual(3, self.inventory(self.name)['FPGA']['total'])
-        (deployable,) = self.cyborg.list_deployables()
-        self.assertEqual(3, deployable['num_accelerators'])
+        kept, gone = self.names[:3], self.names[3]
+        self.assertEqual(kept, sorted(
+            d['name'] for d in self.cyborg.list_deployables()))
+        for name in kept:
+            self.assertEqual(1, self.inventory(name)['FPGA']['total'])
+        self.assertEqual([], self.placement.get(
+            '/resource_providers?name=%s' % gone,
+            version='1.14').body['resource_providers'])
 
     def test_boot_programs_after_a_restart(self):
         self.restart_broker(wait=True)
@@ -671,13 +686,14 @@ class RabbitRestartTest(ProcessFaultBase):
             return [float(line.split()[0]) for line in f]
 
     def test_restart_while_the_conductor_waits_for_fpga_program(self):
-        # The broker goes while the sidecar programs the card: both ends
+        # The broker goes while the sidecar programs a port: both ends
         # reconnect, the conductor's reply queue is declared again and the
         # sidecar's answer reaches it; the boot ends ACTIVE.
         slow = self.bitstream_flavor(F_A, extra='sleep 15\n')
         server = self.post_server(slow)
-        self.wait_for(lambda: self.inventory(self.name)['FPGA'][
-            'reserved'] == 4, 'the reservation while programming')
+        self.wait_for(lambda: sum(self.inventory(name)['FPGA']['reserved']
+                                  for name in self.names) == 1,
+                      'the reservation of a port while programming')
         self.rabbit.stop()
         stopped = time.time()
         self.rabbit.start(vhosts=[self.broker])
@@ -701,11 +717,14 @@ class CyborgKilledTest(ProcessFaultBase):
         self.flags(arq_binding_timeout=15)
         self.start_glance()
         slow = self.bitstream_flavor(F_A, extra='sleep 10\n')
-        self.start_accel_compute('compute1', function_ids=[F_OLD])
+        # A card with one port, released to its VF.
+        self.start_accel_compute('compute1', function_ids=[F_OLD],
+                                 num_vfs=1)
         (pf,) = self.pf_bdfs('compute1')
-        name = 'compute1_' + pf
+        (vf,) = self.handle_bdfs('compute1')
+        (name,) = self.fpga_providers('compute1', pf)
         server = self.post_server(slow)
-        self.wait_for(lambda: self.inventory(name)['FPGA']['reserved'] == 2,
+        self.wait_for(lambda: self.inventory(name)['FPGA']['reserved'] == 1,
                       'the reservation while programming')
         self.cyborg.restart()
         server = self._wait_for_server_parameter(
@@ -718,7 +737,7 @@ class CyborgKilledTest(ProcessFaultBase):
         self.wait_for(lambda: self.inventory(name)['FPGA']['reserved'] == 0,
                       'the end of the reservation')
         self.assertEqual(F_A, test_sidecar.SidecarTestBase.loaded(
-            self, 'compute1', pf))
+            self, 'compute1', vf))
         self.assertIn(test_sidecar.function_trait(F_A), self.traits(name))
         self.assert_no_leaks()
         # The restarted Cyborg binds (with the same function: the sidecar
@@ -774,30 +793,49 @@ class ConflictOnce:
 
 class PlacementReportTest(ProcessFaultBase):
     """A generation conflict and an outage of Placement while the sidecar
-    reports (cyborg-conductor writes Placement)."""
+    reports (cyborg-conductor writes Placement).
+
+    The device is an SR-IOV PF reported by the PCI driver: one provider
+    whose total is its VFs, so a VF gone changes a total (every port of a
+    DFL card is a provider of one, which a VF gone removes instead)."""
+
+    RC = 'CUSTOM_SRIOV_VF'
+    SPEC = {'vendor_id': '8086', 'product_id': '1528', 'resource_class': RC}
 
     def setUp(self):
         super().setUp()
-        self.start_accel_compute('compute1', num_vfs=4)
-        (self.pf,) = self.pf_bdfs('compute1')
+        self.start_accel_compute(
+            'compute1', num_vfs=4, drivers=('pci',), plain_pfs=True,
+            extra_config='[pci]\ndevice_spec = %s' % json.dumps(self.SPEC))
+        host = self.hosts['compute1']
+        (self.pf,) = [f.address for f in host.functions.values()
+                      if f.virtfns]
         self.name = 'compute1_' + self.pf
         self.sidecar = self.sidecars['compute1']
-        host = self.hosts['compute1']
         # A VF disappears: the next report lowers the inventory to 3.
         host.remove_function(max(host.functions[self.pf].virtfns.values()))
 
     def assert_reported(self, total):
-        self.assertEqual(total, self.inventory(self.name)['FPGA']['total'])
+        self.assertEqual(total, self.inventory(self.name)[self.RC]['total'])
         (deployable,) = self.cyborg.list_deployables()
         self.assertEqual(total, deployable['num_accelerators'])
         self.assertFalse(self.sidecar.cycle())
 
     def assert_boots(self, count):
-        """``count`` servers fit on the device, and not one more."""
-        _name, flavor = self.create_profile_flavor(PROFILE)
+        """``count`` servers fit on the device, each with one of its VFs,
+        and not one more."""
+        _name, flavor = self.create_profile_flavor(
+            [{'resources:%s' % self.RC: '1'}])
         servers = [self.boot(flavor) for _ in range(count)]
+        vfs = set(self.hosts['compute1'].functions[self.pf].virtfns.values())
         for server in servers:
-            self.assert_accelerated(server, 1)
+            (arq,) = self.cyborg.list_arqs(server['id'])
+            self.assertEqual(('Bound', 'PCI'), (
+                arq['state'], arq['attach_handle_type']))
+            self.assertEqual([self.arq_bdf(arq)], self.hostdev_bdfs(server))
+            self.assertIn(self.arq_bdf(arq), vfs)
+        self.assertEqual(count, len({tuple(self.hostdev_bdfs(s))
+                                     for s in servers}))
         extra = self.boot(flavor, expected_state='ERROR')
         self.assertIn('No valid host', extra['fault']['message'])
         self.assert_no_leaks(servers)
@@ -822,7 +860,7 @@ class PlacementReportTest(ProcessFaultBase):
         self.placement_down()
         self.assertFalse(self.sidecar.cycle())
         self.assertFalse(self.sidecar.cycle())
-        self.assertEqual(4, self.inventory(self.name)['FPGA']['total'])
+        self.assertEqual(4, self.inventory(self.name)[self.RC]['total'])
         self.placement_back()
         self.assertTrue(self.sidecar.cycle())
         self.assert_reported(3)
