@@ -8,12 +8,14 @@ manual step; a provider an operator deletes must come back; and once all
 is in place an idle host must cost the conductor nothing.
 
 The herd (:mod:`tests.functional.harness.herd`): 8 hosts, each with two
-Intel FPGAs of one card type (same region ``compat_id``, same function
-loaded: three ``CUSTOM_`` traits that Placement has never seen), each with
-its own ``nova-cyborg-sidecar`` process (the console script; own sysfs
-tree, state directory, log, and libvirt test driver over the host's node
-file), all spawned in one loop against the real cyborg-conductor (the
-harness's Cyborg process, over RabbitMQ) and the real Placement.
+Intel DFL cards of one type, each card with one port released to its VF
+(one provider a port: two a host; same PR region ``compat_id``, same
+function in every port: three ``CUSTOM_`` traits that Placement has never
+seen), each with its own ``nova-cyborg-sidecar`` process (the console
+script; own sysfs tree, state directory, log, and libvirt test driver over
+the host's node file), all spawned in one loop against the real
+cyborg-conductor (the harness's Cyborg process, over RabbitMQ) and the real
+Placement.
 
 The compute node providers come from real nova-computes: 8 computes of
 the spine harness in this process (Nova's libvirt driver over
@@ -52,8 +54,10 @@ class HerdTest(base.AcceleratorTestBase):
     #: must pass beside a CPU-bound job too.
     TIMEOUT_SCALING_FACTOR = 4
 
+    #: Two cards a host, one port each (``NUM_VFS`` is over all PFs): two
+    #: providers a host, as many as the herd has always had.
     NUM_PFS = 2
-    NUM_VFS = 4
+    NUM_VFS = 2
     HOSTS = 8
     #: Deadline for every device of every host to be schedulable, from the
     #: start. Generous on purpose: how fast a herd converges is measured
