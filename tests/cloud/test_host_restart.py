@@ -30,7 +30,8 @@ class HostRestartTest(base.CloudTestCase):
         server = self.boot(flavor)
         server_id, host = server['id'], server['OS-EXT-SRV-ATTR:host']
         providers = self.device_providers(host)
-        self.assertEqual(self.layout.pfs, sum(
+        # One FPGA provider a DFL port, one port a VF of the FPGA PFs.
+        self.assertEqual(self.layout.vfs, sum(
             1 for _, _, inventories, _ in providers.values()
             if 'FPGA' in inventories), providers)
         before = self._server_state(server_id)
