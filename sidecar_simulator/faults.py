@@ -51,10 +51,11 @@ def set_fpga_state(host, address, state):
     card = host.fpga_card(address)
     if card is None:
         raise KeyError('%s is not a simulated FPGA' % address)
-    dfl = host.dfl
-    host_write(os.path.join(
-        dfl.fme_dir(card), 'dfl-fme-mgr.%d' % card.fme_id, 'fpga_manager',
-        'fpga%d' % card.manager, 'state'), state)
+    path = os.path.join(
+        host.dfl.fme_dir(card), 'dfl-fme-mgr.%d' % card.fme_id,
+        'fpga_manager', 'fpga%d' % card.manager, 'state')
+    host.write_attr(card.pf, os.path.relpath(path, host._dir(card.pf)),
+                    state)
 
 
 def set_fpga_error(host, address, relpath, value):
@@ -71,11 +72,6 @@ def set_fpga_error(host, address, relpath, value):
         if index:
             relpath = 'port%d/%s' % (index, relpath[len('port/'):])
     host.dfl.set_error(card, relpath, value)
-
-
-def host_write(path, value):
-    with open(path, 'w') as f:
-        f.write(value + '\n')
 
 
 def unplug(host, address):

@@ -66,7 +66,6 @@ LINK_SPEED_EXEMPT = ('03',)
 GONE = 'device gone from the host (no %s in sysfs)'
 #: A function of the device (a VF, its attach handle) left sysfs.
 FUNCTION_GONE = 'device gone: its function %s left the host (not in sysfs)'
-OPERATING = 'operating'
 #: FPGA manager states while a bitstream is loaded: no verdict.
 BUSY_STATES = frozenset(('power up', 'reset', 'firmware request',
                          'write init', 'write', 'write complete'))
