@@ -50,6 +50,7 @@ from tests.functional.harness import cyborg_fixture
 from tests.functional.harness import glance_fixture
 from tests.functional.harness import identity
 from tests.functional.harness import loopback
+from tests.functional.harness import nova_release
 from tests.functional.harness import sidecar_fixture
 from tests.functional.harness import waits
 
@@ -151,6 +152,7 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         self.useFixture(fixtures.MockPatchObject(
             nova_fixtures.CellDatabases, '_wrap_get_context_manager',
             _context_manager_without_cell_lock))
+        self.useFixture(nova_release.NovaReleaseFixture())
         super().setUp()
         # Loopback sockets for what Cyborg calls.
         placement_app = placement_deploy.loadapp(
@@ -277,6 +279,11 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
         :param plain_pfs: fakelibvirt's PFs stay what they are there (SR-IOV
             NICs, 8086:1528 with 8086:1515 VFs), no FPGA.
         """
+        if 'pci' in drivers and sidecar and (
+                'PCI' not in sidecar_fixture.conductor_device_types()):
+            self.skipTest("the generic PCI driver's devices (type PCI) need "
+                          "Cyborg 17's conductor; Cyborg 16's lacks the "
+                          "type (install guide, supported releases)")
         num_pfs = num_pfs or self.NUM_PFS
         num_vfs = num_vfs or self.NUM_VFS
         pci_info = fakelibvirt.HostPCIDevicesInfo(

@@ -1,4 +1,4 @@
-"""Real Glance API (glance 33) in a child process, for functional tests.
+"""Real Glance API (glance 32 or 33) in a child process, for functional tests.
 
 Run by :class:`tests.functional.harness.glance_fixture.GlanceFixture` as::
 
@@ -68,6 +68,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     child.exit_with_parent()
 
+    # Before CONF is parsed: the module registers oslo.log's command-line
+    # options as it is imported (glance 32 does so even when they are
+    # registered already, which a parsed CONF refuses).
+    from glance.common import wsgi_app
+
     config_file = os.path.join(args.config_dir, 'glance-api.conf')
     _db_sync(config_file)
     synced = time.monotonic()
@@ -76,7 +81,6 @@ def main(argv=None):
     deferred = _Deferred()
     server, url = loopback.serve(deferred)
 
-    from glance.common import wsgi_app
     os.environ['OS_GLANCE_CONFIG_DIR'] = args.config_dir
     deferred.app = wsgi_app.init_app()
 

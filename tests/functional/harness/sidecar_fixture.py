@@ -24,6 +24,7 @@ from oslo_config import cfg
 from sidecar import conf as sidecar_conf
 from sidecar import privileged
 from sidecar.daemon import factory
+from sidecar.report import objects as report_objects
 from tests.functional.harness import child
 from tests.functional.harness import identity
 
@@ -93,13 +94,27 @@ def write_config(path, **values):
     return path
 
 
+def _conductor_release():
+    """The release of the cyborg-conductor installed here, if older than
+    this project's default (Cyborg 16, beside Nova 33: ``2026.1``)."""
+    major = int(metadata.version('openstack-cyborg').split('.')[0])
+    return '2026.1' if major < 17 else None
+
+
 def _upgrade_levels():
     """``[upgrade_levels]`` for the cyborg-conductor installed here: an
-    older one (Cyborg 16, with Nova 33) reads reports at its release."""
-    major = int(metadata.version('openstack-cyborg').split('.')[0])
-    if major < 17:
-        return '\n[upgrade_levels]\ncyborg_conductor = 2026.1\n'
+    older one reads reports at its release."""
+    release = _conductor_release()
+    if release:
+        return '\n[upgrade_levels]\ncyborg_conductor = %s\n' % release
     return ''
+
+
+def conductor_device_types():
+    """The device types the cyborg-conductor installed here takes in a
+    report (Cyborg 16's lacks PCI, MDEV and NVME)."""
+    return report_objects.device_types(
+        report_objects.target_version(_conductor_release()))
 
 
 def make_conf(args=()):
