@@ -47,8 +47,15 @@ DEVICE_PROFILE_URL = '/device_profiles'
 ARQ_URL = '/accelerator_requests'
 
 #: Cyborg's API microversion from which an admin may set an ARQ's
-#: ``project_id`` when binding it; sent only with such a bind.
+#: ``project_id`` when binding it; sent only with such a bind. Cyborg 17
+#: reads the API-WG form (``accelerator 2.1``); Cyborg 16 reads only the
+#: bare version, takes the API-WG form for 2.0 and answers 406 to
+#: ``/project_id``: then the bind is sent again with the bare version,
+#: which this process keeps using (Cyborg 17 accepts it too, with a
+#: deprecation warning in its log).
 PROJECT_ID_VERSION = {'OpenStack-API-Version': 'accelerator 2.1'}
+PROJECT_ID_VERSION_BARE = {'OpenStack-API-Version': '2.1'}
+_version_header = [PROJECT_ID_VERSION]
 
 #: ARQ states in which Cyborg has finished binding, one way or the other.
 RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
@@ -149,6 +156,25 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
                 group=requester_id, name=arq.get('device_profile_name'))
         return providers[0]
 
+    def _bind_call(self, patch, kwargs):
+        try:
+            return self._call(_('bind'), 'patch', ARQ_URL, (200, 202),
+                              json=patch, **kwargs)
+        except exception.CyborgError as e:
+            if (e.status != 406 or
+                    kwargs.get('headers') is not PROJECT_ID_VERSION):
+                raise
+            LOG.info('Cyborg refused API version %(std)s for the bind (%(e)s);'
+                     ' sending the bare version %(bare)s, as Cyborg 16 '
+                     'reads it', {
+                         'std': PROJECT_ID_VERSION['OpenStack-API-Version'],
+                         'bare': PROJECT_ID_VERSION_BARE[
+                             'OpenStack-API-Version'], 'e': e})
+            _version_header[0] = PROJECT_ID_VERSION_BARE
+            return self._call(_('bind'), 'patch', ARQ_URL, (200, 202),
+                              json=patch, **dict(
+                                  kwargs, headers=PROJECT_ID_VERSION_BARE))
+
     def bind_arqs(self, bindings, project_id=None):
         """Ask Cyborg to bind ARQs; binding completes asynchronously.
 
@@ -177,15 +203,14 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
             for arq_uuid, binding in bindings.items()}
         kwargs = {}
         if other_project:
-            kwargs = {'as_service': True, 'headers': PROJECT_ID_VERSION}
+            kwargs = {'as_service': True, 'headers': _version_header[0]}
         elif _in_service_project():
             # Bound where they were created, the service user's project.
             kwargs = {'as_service': True}
         LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
         try:
             client_auth.require_service_token(_('bind'))
-            self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch,
-                       **kwargs)
+            self._bind_call(patch, kwargs)
         except exception.CyborgError as e:
             if e.status != 400 or not self._bound_as_asked(bindings):
                 raise exception.AcceleratorRequestBindingFailed(

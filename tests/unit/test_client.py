@@ -376,6 +376,40 @@ class ProjectTest(ClientTestBase):
         self.enable_service_token()
         self.client = client.get_client(self.context)
         self.requests.patch(ARQS, status_code=202)
+        self.useFixture(test.fixtures.MonkeyPatch(
+            'nova_cyborg.client._version_header',
+            [client.PROJECT_ID_VERSION]))
+
+    def test_bind_for_another_project_on_cyborg_16(self):
+        # Cyborg 16's parse_headers reads "accelerator 2.1" as 2.0 and
+        # refuses /project_id there (cyborg/api/controllers/v2/arqs.py,
+        # 406); it reads the bare "2.1".
+        def cyborg_16(request, context):
+            if request.headers['OpenStack-API-Version'] != '2.1':
+                context.status_code = 406
+                return {'faultcode': 'Client', 'faultstring': (
+                    'Request not acceptable. The minimal required API '
+                    'version should be 2.1'), 'debuginfo': None}
+            context.status_code = 202
+            return None
+        self.requests.patch(ARQS, json=cyborg_16)
+        self.client.bind_arqs(self.BINDINGS, project_id='owner-project')
+        self.assertEqual(['accelerator 2.1', '2.1'], [
+            r.headers['OpenStack-API-Version']
+            for r in self.requests.request_history])
+        # The next bind of this process sends the bare version at once.
+        self.client.bind_arqs(self.BINDINGS, project_id='owner-project')
+        self.assertEqual(3, self.requests.call_count)
+        self.assertEqual('2.1', self.requests.last_request.headers[
+            'OpenStack-API-Version'])
+
+    def test_other_refusals_of_a_project_bind_are_not_retried(self):
+        self.requests.patch(ARQS, status_code=403, json={
+            'faultstring': 'Policy does not allow cyborg:arq:update'})
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.client.bind_arqs, self.BINDINGS,
+                          project_id='owner-project')
+        self.assertEqual(1, self.requests.call_count)
 
     def test_bind_in_own_project_as_user_at_the_base_version(self):
         self.client.bind_arqs(self.BINDINGS, project_id='project')

@@ -2,9 +2,10 @@
 
 The functional harness runs on Nova 34.0.x in native threading mode
 (``OS_NOVA_DISABLE_EVENTLET_PATCHING=1``) and on Nova 33.0.x (tox env
-``functional-nova33``) on eventlet, as 2026.1 deploys it. Each difference in the fixtures
-Nova's functional base brings is decided here, by what the installed Nova
-has, never by its version string; nothing else in the harness asks:
+``functional-nova33``) on eventlet, as 2026.1 deploys it. Each difference
+in the fixtures Nova's functional base brings is decided here, by what the
+installed Nova has, never by its version string; nothing else in the
+harness asks:
 
 * Nova 33's ``FakeVersionedNotifier`` finds the test that sent a
   notification by walking eventlet's greenlet parents, which in threading
