@@ -30,6 +30,7 @@ import argparse
 import os
 import sys
 
+from nova_cyborg.cmd import _record
 from nova_cyborg.cmd import _series
 from nova_cyborg.cmd import aliases as alias_check
 # The release selection, as this module has always offered it.
@@ -107,10 +108,15 @@ def _change(args, patches, out, revert):
                                     max_offset=args.max_offset)
     done_state = _series.NOT_APPLIED if revert else _series.FULLY_APPLIED
     if evaluation.state() == done_state:
+        _remember(args, revert)
         out.write('Nothing to do: the series is %s in %s.\n'
                   % ('not applied' if revert else 'already applied',
                      args.target))
         return EXIT_OK
+    if not revert and evaluation.state() != _series.NOT_APPLIED:
+        replaced = _replace_recorded(args, patches, out)
+        if replaced is not None:
+            return replaced
     _report(evaluation, out)
     error = _refuse(evaluation, action, args.allow_partial)
     if error:
@@ -119,12 +125,55 @@ def _change(args, patches, out, revert):
     todo = _series.APPLIED if revert else _series.APPLICABLE
     count = len([r for r in evaluation.ordered if r.status == todo])
     written = _series.commit(evaluation)
+    _remember(args, revert)
     for rel in written:
         out.write('  updated %s\n' % rel)
     out.write('%s %d patch(es), %d file(s) in %s.\n'
               % ('Reverted' if revert else 'Applied',
                  count, len(written), args.target))
     return EXIT_OK
+
+
+def _remember(args, revert):
+    if revert:
+        _record.clear(args.target)
+    else:
+        _record.save(args.target, args.series_dir)
+
+
+def _replace_recorded(args, patches, out):
+    """Replace another release's recorded series by this one's, if that
+    is what the tree holds; None if it is not."""
+    old = _record.other_series(args.target, args.series_dir)
+    if old is None:
+        return None
+    replacement = _record.replacement(args.target, old, patches,
+                                      args.max_offset)
+    if replacement is None:
+        return None
+    written = _series.commit(replacement)
+    _remember(args, revert=False)
+    for rel in written:
+        out.write('  updated %s\n' % rel)
+    out.write('Replaced the series of another nova-cyborg release (%d '
+              'patch(es), recorded in %s) by this one (%d patch(es)): %d '
+              'file(s) in %s.\n' % (
+                  len(old), _record.record_dir(args.target), len(patches),
+                  len(written), args.target))
+    return EXIT_OK
+
+
+def _recorded_if_applied(args, patches):
+    """For revert: the recorded series of another release when it, not
+    this release's, is what the tree holds."""
+    old = _record.other_series(args.target, args.series_dir)
+    if old is None:
+        return patches
+    evaluation = _series.Evaluation(args.target, old, revert=True,
+                                    max_offset=args.max_offset)
+    if evaluation.state() == _series.FULLY_APPLIED:
+        return old
+    return patches
 
 
 def cmd_apply(args, patches, out):
@@ -171,6 +220,16 @@ def _aliases_refuse(args, out):
 def cmd_revert(args, patches, out):
     evaluation = _series.Evaluation(args.target, patches, revert=True,
                                     max_offset=args.max_offset)
+    if evaluation.state() in (_series.CONFLICTING, _series.PARTIAL):
+        recorded = _recorded_if_applied(args, patches)
+        if recorded is not patches:
+            out.write('The series of another nova-cyborg release is applied '
+                      '(recorded in %s): reverting it.\n'
+                      % _record.record_dir(args.target))
+            patches = recorded
+            evaluation = _series.Evaluation(args.target, patches,
+                                            revert=True,
+                                            max_offset=args.max_offset)
     if evaluation.state() != _series.NOT_APPLIED:
         error = _aliases_refuse(args, out)
         if error:
