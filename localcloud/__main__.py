@@ -76,6 +76,9 @@ def cmd_up(args):
     layout = layout_mod.Layout(root=args.dir, computes=args.computes,
                                pfs=args.pfs, vfs=args.vfs,
                                unpatched=args.unpatched_computes)
+    # Every process on this environment's release until an upgrade.
+    layout.pythons = dict({'control': sys.executable},
+                          **{h: sys.executable for h in layout.hosts})
     if os.path.isdir(layout.root) and not procs.running(layout):
         shutil.rmtree(layout.root)
     _out('Starting the local cloud under %s (logs in %s)' % (
