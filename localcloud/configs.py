@@ -306,9 +306,10 @@ device_spec = {spec}
 
 
 def _upgrade_levels(layout):
-    """A sidecar beside an older cyborg-conductor (the control plane's
+    """A sidecar beside an older cyborg-conductor (that service's
     release, localcloud.release) sends its reports at that release."""
-    level = release.of(layout.python).conductor_level
+    level = release.of(layout.python_for('cyborg-conductor')
+                       ).conductor_level
     if not level:
         return ''
     return '\n[upgrade_levels]\ncyborg_conductor = %s\n' % level

@@ -98,8 +98,10 @@ def environment_python(executable):
 def of(python=None):
     """The :class:`Release` that the environment of ``python`` (default:
     this interpreter's) has installed."""
-    if python is None or os.path.realpath(python) == os.path.realpath(
-            sys.executable):
+    # A virtualenv's python is a link to the base interpreter: compare
+    # the environments (their bin directories), not the interpreters.
+    if python is None or os.path.dirname(os.path.abspath(python)) == (
+            os.path.dirname(os.path.abspath(sys.executable))):
         from importlib import metadata
         return _release(metadata.version('nova'),
                         metadata.version('openstack-cyborg'))
