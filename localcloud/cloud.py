@@ -231,7 +231,8 @@ def start_cyborg_conductor(layout, files, progress):
     progress.started('cyborg-conductor')
     return procs.start(layout, 'cyborg-conductor', [
         layout.python_for('cyborg-conductor'), '-m', 'localcloud.rpc',
-        'cyborg', '--config-file', files['cyborg']], {'OS_CLIENT_CONFIG_FILE': files['clouds']})
+        'cyborg', '--config-file', files['cyborg']],
+        {'OS_CLIENT_CONFIG_FILE': files['clouds']})
 
 
 def wait_rabbit(layout, rabbit, progress):
