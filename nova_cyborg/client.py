@@ -49,6 +49,11 @@ ARQ_URL = '/accelerator_requests'
 #: Cyborg's API microversion from which an admin may set an ARQ's
 #: ``project_id`` when binding it; sent only with such a bind.
 PROJECT_ID_VERSION = {'OpenStack-API-Version': 'accelerator 2.1'}
+#: The same version as Cyborg 16.0.x (2026.1) reads it: a bare version.
+#: Its API parses the header as ``MAJOR.MINOR`` only, takes
+#: ``accelerator 2.1`` for its default 2.0 and refuses ``/project_id``
+#: with 406 (Cyborg 17 reads both). Sent once more after such a 406.
+LEGACY_PROJECT_ID_VERSION = {'OpenStack-API-Version': '2.1'}
 
 #: ARQ states in which Cyborg has finished binding, one way or the other.
 RESOLVED_STATES = frozenset(('Bound', 'BindFailed', 'Deleting'))
@@ -184,8 +189,20 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
         LOG.info('Binding ARQs %s', ','.join(sorted(bindings)))
         try:
             client_auth.require_service_token(_('bind'))
-            self._call(_('bind'), 'patch', ARQ_URL, (200, 202), json=patch,
-                       **kwargs)
+            try:
+                self._call(_('bind'), 'patch', ARQ_URL, (200, 202),
+                           json=patch, **kwargs)
+            except exception.CyborgError as e:
+                if e.status != 406 or not other_project:
+                    raise
+                LOG.info('Cyborg refused the API version header %s; '
+                         'binding ARQs %s again with %s (Cyborg 16)',
+                         PROJECT_ID_VERSION['OpenStack-API-Version'],
+                         ','.join(sorted(bindings)),
+                         LEGACY_PROJECT_ID_VERSION['OpenStack-API-Version'])
+                kwargs['headers'] = LEGACY_PROJECT_ID_VERSION
+                self._call(_('bind'), 'patch', ARQ_URL, (200, 202),
+                           json=patch, **kwargs)
         except exception.CyborgError as e:
             if e.status != 400 or not self._bound_as_asked(bindings):
                 raise exception.AcceleratorRequestBindingFailed(

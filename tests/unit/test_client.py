@@ -402,6 +402,30 @@ class ProjectTest(ClientTestBase):
         # The caller's bindings are left as they were.
         self.assertNotIn('project_id', self.BINDINGS[uuids.a0])
 
+    def test_bind_for_another_project_on_cyborg_16(self):
+        # Cyborg 16.0.x reads a bare version only: 406 to "accelerator
+        # 2.1", then the same bind with "2.1".
+        self.requests.patch(ARQS, [
+            {'status_code': 406, 'json': {'error_message': (
+                'Request not acceptable. The minimal required API '
+                'version should be 2.1')}},
+            {'status_code': 202}])
+        self.client.bind_arqs(self.BINDINGS, project_id='owner-project')
+        sent = [r for r in self.requests.request_history
+                if r.method == 'PATCH']
+        self.assertEqual(['accelerator 2.1', '2.1'], [
+            r.headers['OpenStack-API-Version'] for r in sent])
+        self.assertEqual(sent[0].json(), sent[1].json())
+        self.assertEqual('service-token', sent[1].headers['X-Auth-Token'])
+
+    def test_bind_in_own_project_does_not_retry_a_406(self):
+        self.requests.patch(ARQS, status_code=406)
+        self.assertRaises(exception.AcceleratorRequestBindingFailed,
+                          self.client.bind_arqs, self.BINDINGS,
+                          project_id='project')
+        self.assertEqual(1, len([r for r in self.requests.request_history
+                                 if r.method == 'PATCH']))
+
     def test_service_project_creates_and_binds_as_service_user(self):
         # [nova_cyborg] arq_project = service: in the service user's
         # project whoever acts, never with /project_id (no admin needed).
