@@ -65,6 +65,7 @@ from localcloud import pristine
 from localcloud import procs
 from localcloud import services
 from localcloud import stress
+from localcloud import upgrade
 
 
 def _out(text=''):
@@ -76,6 +77,9 @@ def cmd_up(args):
     layout = layout_mod.Layout(root=args.dir, computes=args.computes,
                                pfs=args.pfs, vfs=args.vfs,
                                unpatched=args.unpatched_computes)
+    # Every process on this environment's release until an upgrade.
+    layout.pythons = dict({'control': sys.executable},
+                          **{h: sys.executable for h in layout.hosts})
     if os.path.isdir(layout.root) and not procs.running(layout):
         shutil.rmtree(layout.root)
     _out('Starting the local cloud under %s (logs in %s)' % (
@@ -209,6 +213,20 @@ def cmd_stress(args):
         return 1
 
 
+def cmd_upgrade(args):
+    layout = _running_layout(args, '--keep --no-demo')
+    if layout is None:
+        return 1
+    try:
+        seconds = upgrade.run(layout, args.to_env, computes=args.computes,
+                              out=_out)
+    except (upgrade.UpgradeError, procs.ServiceError) as exc:
+        _out('ERROR: %s' % exc)
+        return 1
+    _out('Upgrade step done in %.1f s' % seconds)
+    return 0
+
+
 def cmd_tempest(args):
     layout = _running_layout(args, '--keep --no-demo')
     if layout is None:
@@ -275,6 +293,18 @@ def main(argv=None):
     stress_cmd.add_argument('--rounds', type=int, default=20,
                             help='rounds (default %(default)s)')
     stress_cmd.set_defaults(func=cmd_stress)
+    upgrade_cmd = sub.add_parser(
+        'upgrade', help='upgrade the running cloud to the release of '
+        'another environment: control plane first, then one compute at '
+        'a time')
+    upgrade_cmd.add_argument('--to-env', required=True,
+                             help='the virtualenv of the new release, '
+                             'its Nova patched (e.g. .tox/cloud)')
+    upgrade_cmd.add_argument('--computes', type=int,
+                             help='upgrade only this many more computes '
+                             '(default: all); the others stay on the old '
+                             'release (a mixed cloud)')
+    upgrade_cmd.set_defaults(func=cmd_upgrade)
     sub.add_parser('tempest', help='run tempest against it (the arguments '
                    'that follow are tempest run\'s)').set_defaults(
                        func=cmd_tempest)

@@ -97,7 +97,7 @@ def start_rabbit(layout):
 
 
 def wsgi_service(layout, name, env, also=()):
-    argv = [layout.python, '-m', 'localcloud.wsgi']
+    argv = [layout.python_for(name), '-m', 'localcloud.wsgi']
     for each in (name,) + also:
         argv += [each, str(layout.port(each))]
     return procs.start(layout, name, argv, env, also=also)
@@ -222,16 +222,17 @@ def start_nova_rpc(layout, files, progress):
     (:mod:`localcloud.rpc`)."""
     progress.started('nova-conductor', 'nova-scheduler')
     return procs.start(layout, 'nova-conductor', [
-        layout.python, '-m', 'localcloud.rpc', 'nova', '--config-file',
-        files['nova']], also=('nova-scheduler',))
+        layout.python_for('nova-conductor'), '-m', 'localcloud.rpc', 'nova',
+        '--config-file', files['nova']], also=('nova-scheduler',))
 
 
 def start_cyborg_conductor(layout, files, progress):
     # It looks bitstreams up in Glance with openstacksdk.
     progress.started('cyborg-conductor')
     return procs.start(layout, 'cyborg-conductor', [
-        layout.python, '-m', 'localcloud.rpc', 'cyborg', '--config-file',
-        files['cyborg']], {'OS_CLIENT_CONFIG_FILE': files['clouds']})
+        layout.python_for('cyborg-conductor'), '-m', 'localcloud.rpc',
+        'cyborg', '--config-file', files['cyborg']],
+        {'OS_CLIENT_CONFIG_FILE': files['clouds']})
 
 
 def wait_rabbit(layout, rabbit, progress):

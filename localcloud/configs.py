@@ -9,6 +9,7 @@ import shutil
 import sys
 
 from localcloud import layout as layout_mod
+from localcloud import release
 
 
 def _auth(layout, user, section, extra=''):
@@ -300,4 +301,15 @@ device_spec = {spec}
         + _auth(layout, 'cyborg', 'placement')
         + _auth(layout, 'cyborg', 'glance')
         # The ARQs of a device's consumers (what function they want).
-        + _auth(layout, 'cyborg', 'cyborg'))
+        + _auth(layout, 'cyborg', 'cyborg')
+        + _upgrade_levels(layout))
+
+
+def _upgrade_levels(layout):
+    """A sidecar beside an older cyborg-conductor (that service's
+    release, localcloud.release) sends its reports at that release."""
+    level = release.of(layout.python_for('cyborg-conductor')
+                       ).conductor_level
+    if not level:
+        return ''
+    return '\n[upgrade_levels]\ncyborg_conductor = %s\n' % level

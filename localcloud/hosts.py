@@ -54,7 +54,8 @@ def launch(layout, host, unpatched=None):
     except FileNotFoundError:
         pass
     argv = [
-        layout.python, '-m', 'localcloud.compute_host', '--host', host,
+        layout.python_for(host), '-m', 'localcloud.compute_host',
+        '--host', host,
         '--pfs', str(layout.pfs), '--vfs', str(layout.vfs),
         '--sysfs-root', sysfs, '--sidecar-config', sidecar,
         '--domain-xml-dir', layout.domain_xml_dir,

@@ -59,6 +59,11 @@ class Layout:
     vfs: int = 4
     #: Hosts whose nova-compute is unpatched Nova (localcloud.pristine).
     unpatched: int = 0
+    #: The Python executable each process runs: ``control`` for the
+    #: control plane's services (and their tools), a host's name for its
+    #: nova-compute and sidecar; missing: this interpreter. ``upgrade``
+    #: moves them to another environment (localcloud.upgrade).
+    pythons: dict = dataclasses.field(default_factory=dict)
 
     def port(self, name):
         return self.port_base + PORTS.index(name)
@@ -118,11 +123,17 @@ class Layout:
 
     @property
     def python(self):
-        return sys.executable
+        """The control plane's Python."""
+        return self.pythons.get('control') or sys.executable
+
+    def python_for(self, process):
+        """The Python that runs ``process`` (a host's name, or a control
+        plane service's)."""
+        return self.pythons.get(process) or self.python
 
     def bin(self, name):
-        """A console script of this environment."""
-        return os.path.join(os.path.dirname(sys.executable), name)
+        """A console script of the control plane's environment."""
+        return os.path.join(os.path.dirname(self.python), name)
 
     def save(self):
         os.makedirs(self.root, exist_ok=True)

@@ -16,6 +16,7 @@ import psutil
 import requests
 
 from localcloud import layout as layout_mod
+from localcloud import release
 
 
 class ServiceError(Exception):
@@ -52,11 +53,13 @@ def _pid_path(layout, name):
     return layout.path('pids', name + '.pid')
 
 
-def _env(extra):
+def _env(extra, executable=None):
     env = dict(os.environ)
-    # Nova 34 runs on native threads; its test fixtures (the simulated
-    # hosts) must not monkey-patch eventlet either.
-    env['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
+    # Nova 34 runs on native threads (its test fixtures, the simulated
+    # hosts, must not monkey-patch eventlet either), Nova 33 on eventlet:
+    # as the release of the executable's environment says.
+    env.update(release.of(release.environment_python(
+        executable)).environment())
     env['PYTHONWARNINGS'] = 'ignore::DeprecationWarning'
     # glibc gives each thread that allocates its own arena (up to 8 per
     # core), which the threaded services fill and never give back: two
@@ -74,7 +77,8 @@ def run(layout, name, argv, env=None, timeout=300):
     with open(path, 'ab') as out:
         try:
             proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=_env(env),
+                                  stdin=subprocess.DEVNULL,
+                                  env=_env(env, argv[0]),
                                   cwd=layout.root, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ServiceError(name, 'timed out after %d s' % timeout, path)
@@ -92,7 +96,8 @@ def start(layout, name, argv, env=None, also=()):
     path = log_path(layout, name)
     with open(path, 'ab') as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=_env(env),
+                                stdin=subprocess.DEVNULL,
+                                env=_env(env, argv[0]),
                                 cwd=layout.root, start_new_session=True)
     for each in (name,) + tuple(also):
         with open(_pid_path(layout, each), 'w') as f:
