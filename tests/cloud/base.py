@@ -97,12 +97,17 @@ class CloudTestCase(testtools.TestCase):
 
     def create_accelerator_flavor(self):
         """A device profile for one FPGA and a public flavor using it."""
-        name = self._profile()
+        return self.create_flavor(self._profile())
+
+    def create_flavor(self, profile=None, ram=512):
+        """A public flavor (deleted at cleanup), with
+        ``accel:device_profile=profile`` if given; returns its id."""
         flavor = self.admin.compute.create_flavor(
-            name=_name('flavor'), ram=512, vcpus=1, disk=1)
+            name=_name('flavor'), ram=ram, vcpus=1, disk=1)
         self.addCleanup(self.admin.compute.delete_flavor, flavor)
-        self.admin.compute.create_flavor_extra_specs(
-            flavor, {'accel:device_profile': name})
+        if profile:
+            self.admin.compute.create_flavor_extra_specs(
+                flavor, {'accel:device_profile': profile})
         return flavor.id
 
     def image_id(self):

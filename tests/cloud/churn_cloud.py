@@ -49,15 +49,6 @@ class ChurnCloudTest(base.CloudTestCase):
                         '/device_profiles/%s' % response.json()['uuid'])
         return name
 
-    def _flavor(self, profile, ram):
-        flavor = self.admin.compute.create_flavor(
-            name=base._name('flavor'), ram=ram, vcpus=1, disk=1)
-        self.addCleanup(self.admin.compute.delete_flavor, flavor)
-        if profile:
-            self.admin.compute.create_flavor_extra_specs(
-                flavor, {'accel:device_profile': profile})
-        return flavor.id
-
     def all_arqs(self, server_id):
         return [a for owner in churn.owners(server_id)
                 for a in self.arqs(owner)]

@@ -58,10 +58,10 @@ class ChurnTest(churn_cloud.ChurnCloudTest):
         vf = self._profile_of([{'resources:CUSTOM_MIGRATABLE_VF': '1'}])
         self.profiles = [fpga, vf]
         self.resource_class = {fpga: 'FPGA', vf: 'CUSTOM_MIGRATABLE_VF'}
-        self.flavors = {'plain': self._flavor(None, 256),
-                        'plain-large': self._flavor(None, 512),
-                        'fpga': self._flavor(fpga, 512),
-                        'vf': self._flavor(vf, 256)}
+        self.flavors = {'plain': self.create_flavor(None, 256),
+                        'plain-large': self.create_flavor(None, 512),
+                        'fpga': self.create_flavor(fpga, 512),
+                        'vf': self.create_flavor(vf, 256)}
         self.servers = {}           # id: Server, in creation order
         self.chaos_monkey = (churn_chaos.Chaos(self.layout, self.rng,
                                                self.log)

@@ -52,15 +52,6 @@ class SlurpUpgradeTest(base.CloudTestCase):
 
     # -- helpers -------------------------------------------------------
 
-    def flavor(self, profile=None, ram=512):
-        flavor = self.admin.compute.create_flavor(
-            name=base._name('flavor'), ram=ram, vcpus=1, disk=1)
-        self.addCleanup(self.admin.compute.delete_flavor, flavor)
-        if profile:
-            self.admin.compute.create_flavor_extra_specs(
-                flavor, {'accel:device_profile': profile})
-        return flavor.id
-
     def action(self, server_id, body, conn=None, expect=202):
         response = self._compute(conn or self.admin, 'post',
                                  '/servers/%s/action' % server_id,
@@ -146,8 +137,9 @@ class SlurpUpgradeTest(base.CloudTestCase):
     def test_upgrade_keeps_devices(self):
         profile = self._profile()
         self.resource_classes = {profile: 'FPGA'}
-        fpga, fpga_big = self.flavor(profile), self.flavor(profile, 768)
-        plain = self.flavor()
+        fpga = self.create_flavor(profile)
+        fpga_big = self.create_flavor(profile, 768)
+        plain = self.create_flavor()
         # On 2026.1: boot, resize, live-migrate, add an accelerator.
         booted = self.boot(fpga)['id']
         resized = self.boot(fpga)['id']
