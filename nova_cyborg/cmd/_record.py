@@ -45,10 +45,7 @@ def record_dir(target):
 
 
 def _files(series_dir):
-    with open(os.path.join(series_dir, 'series'),
-              encoding=_series.ENCODING) as f:
-        names = [line.split('#', 1)[0].strip() for line in f]
-    return ['series'] + [n for n in names if n]
+    return ['series'] + _series.series_names(series_dir)
 
 
 def _content(series_dir):
@@ -111,9 +108,7 @@ class Replacement(object):
         for rel, lines in applied.originals.items():
             self.originals.setdefault(rel, lines)
 
-    def changed(self):
-        return sorted(rel for rel, lines in self.contents.items()
-                      if lines != self.originals[rel])
+    changed = _series.Evaluation.changed
 
 
 class _OnReverted(_series.Evaluation):
@@ -132,14 +127,25 @@ class _OnReverted(_series.Evaluation):
         return super()._read(rel)
 
 
-def replacement(target, old_patches, new_patches, max_offset=0):
-    """The replacement of the applied ``old_patches`` by ``new_patches``,
-    or None if the old series is not fully applied or the new one does not
-    apply once it is reverted."""
-    reverted = _series.Evaluation(target, old_patches, revert=True,
+def applied_other(target, series_dir, max_offset=0):
+    """The revert of the recorded series, when it differs from
+    ``series_dir``'s and is what the tree holds (fully applied); else
+    None."""
+    old = other_series(target, series_dir)
+    if old is None:
+        return None
+    reverted = _series.Evaluation(target, old, revert=True,
                                   max_offset=max_offset)
     if reverted.state() != _series.FULLY_APPLIED:
         return None
+    return reverted
+
+
+def replacement(reverted, new_patches, max_offset=0):
+    """The replacement of the recorded series (``reverted``, from
+    :func:`applied_other`) by ``new_patches``, or None if the new series
+    does not apply once the old one is reverted."""
+    target = reverted.target
     applied = _OnReverted(target, new_patches, reverted,
                           max_offset=max_offset)
     if applied.state() != _series.NOT_APPLIED:

@@ -58,16 +58,26 @@ class Result(object):
         self.detail = detail
 
 
+def series_names(series_dir):
+    """The patches <series_dir>/series names, in order (comments and
+    blank lines left out).
+
+    :raises: OSError if the file cannot be read.
+    """
+    with open(os.path.join(series_dir, 'series'), encoding=ENCODING) as f:
+        names = [line.split('#', 1)[0].strip() for line in f]
+    return [name for name in names if name]
+
+
 def load_series(series_dir):
     """Read <series_dir>/series and parse every patch it names, in order."""
     series_file = os.path.join(series_dir, 'series')
     try:
-        with open(series_file, encoding=ENCODING) as f:
-            names = [line.split('#', 1)[0].strip() for line in f]
+        names = series_names(series_dir)
     except OSError as exc:
         raise SeriesError('cannot read %s: %s' % (series_file, exc))
     patches = []
-    for name in filter(None, names):
+    for name in names:
         try:
             with open(os.path.join(series_dir, name), encoding=ENCODING) as f:
                 files = _unidiff.parse(f.read(), name)

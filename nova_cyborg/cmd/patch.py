@@ -144,11 +144,11 @@ def _remember(args, revert):
 def _replace_recorded(args, patches, out):
     """Replace another release's recorded series by this one's, if that
     is what the tree holds; None if it is not."""
-    old = _record.other_series(args.target, args.series_dir)
-    if old is None:
+    reverted = _record.applied_other(args.target, args.series_dir,
+                                     args.max_offset)
+    if reverted is None:
         return None
-    replacement = _record.replacement(args.target, old, patches,
-                                      args.max_offset)
+    replacement = _record.replacement(reverted, patches, args.max_offset)
     if replacement is None:
         return None
     written = _series.commit(replacement)
@@ -158,22 +158,10 @@ def _replace_recorded(args, patches, out):
     out.write('Replaced the series of another nova-cyborg release (%d '
               'patch(es), recorded in %s) by this one (%d patch(es)): %d '
               'file(s) in %s.\n' % (
-                  len(old), _record.record_dir(args.target), len(patches),
+                  len(reverted.ordered), _record.record_dir(args.target),
+                  len(patches),
                   len(written), args.target))
     return EXIT_OK
-
-
-def _recorded_if_applied(args, patches):
-    """For revert: the recorded series of another release when it, not
-    this release's, is what the tree holds."""
-    old = _record.other_series(args.target, args.series_dir)
-    if old is None:
-        return patches
-    evaluation = _series.Evaluation(args.target, old, revert=True,
-                                    max_offset=args.max_offset)
-    if evaluation.state() == _series.FULLY_APPLIED:
-        return old
-    return patches
 
 
 def cmd_apply(args, patches, out):
@@ -221,15 +209,14 @@ def cmd_revert(args, patches, out):
     evaluation = _series.Evaluation(args.target, patches, revert=True,
                                     max_offset=args.max_offset)
     if evaluation.state() in (_series.CONFLICTING, _series.PARTIAL):
-        recorded = _recorded_if_applied(args, patches)
-        if recorded is not patches:
+        recorded = _record.applied_other(args.target, args.series_dir,
+                                         args.max_offset)
+        if recorded is not None:
             out.write('The series of another nova-cyborg release is applied '
                       '(recorded in %s): reverting it.\n'
                       % _record.record_dir(args.target))
-            patches = recorded
-            evaluation = _series.Evaluation(args.target, patches,
-                                            revert=True,
-                                            max_offset=args.max_offset)
+            patches = [r.patch for r in recorded.ordered]
+            evaluation = recorded
     if evaluation.state() != _series.NOT_APPLIED:
         error = _aliases_refuse(args, out)
         if error:

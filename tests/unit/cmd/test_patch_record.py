@@ -12,6 +12,7 @@ import shutil
 import fixtures
 
 from nova_cyborg.cmd import _record
+from nova_cyborg.cmd import _series
 from tests.unit.cmd import test_patch
 
 
@@ -34,9 +35,7 @@ class RecordedSeriesTest(test_patch.NovaCopyTestCase):
             return self.run_tool(*argv)
 
     def recorded(self):
-        with open(os.path.join(self.record, 'series')) as f:
-            names = [line.split('#', 1)[0].strip() for line in f]
-        return [name for name in names if name]
+        return _series.series_names(self.record)
 
     def test_apply_records_and_revert_forgets(self):
         rc, _out, _err = self.run_tool('apply')
