@@ -32,6 +32,16 @@ TYPES_ADDED = (
     ('1.3', ('NVME',)),
 )
 
+#: The type a device goes as to a conductor whose ``DriverDevice``
+#: version lacks its own, where that release's agent reports such devices
+#: as another type: Cyborg 16.0.1's generic PCI driver (and 17.0.0's,
+#: cyborg/accelerator/drivers/pci/pci/sysinfo.py ``_generate_driver_device``)
+#: reports every device it passes through as ``GPU``. cyborg-conductor
+#: finds a device by its control path and saves a changed type in place
+#: (``drv_device_make_diff``), so raising the pin later turns the device
+#: into ``PCI`` without touching its deployables, providers or ARQs.
+OLDER_TYPES = {'PCI': 'GPU'}
+
 #: The ``DriverDevice`` version each release's cyborg-conductor takes.
 RELEASES = {
     '2026.1': '1.0',   # Cyborg 16.0.x
@@ -48,6 +58,17 @@ def device_types(version):
     added = {t for since, types in TYPES_ADDED for t in types
              if versionutils.convert_version_to_tuple(since) > target}
     return tuple(t for t in DEVICE_TYPES if t not in added)
+
+
+def wire_type(dev_type, version):
+    """The type a device of ``dev_type`` is sent as in ``DriverDevice``
+    ``version``: its own, the older type of :data:`OLDER_TYPES`, or None
+    (left out of the report)."""
+    known = device_types(version)
+    for candidate in (dev_type, OLDER_TYPES.get(dev_type)):
+        if candidate in known:
+            return candidate
+    return None
 
 
 def target_version(pin):
@@ -141,18 +162,22 @@ class DriverDevice(WireObject, base.VersionedObjectDictCompat):
     }
 
     def obj_make_compatible(self, primitive, target_version):
-        """Cyborg 17's backport: ``device_state`` goes below 1.4; a type
-        the target does not know is refused (leave such a device out of
-        the report: :meth:`sidecar.report.reporter.Reporter.sendable`)."""
+        """Cyborg 17's backport: ``device_state`` goes below 1.4. A type
+        the target does not know goes as the older release's type for
+        such devices (:data:`OLDER_TYPES`), or is refused (leave such a
+        device out of the report:
+        :meth:`sidecar.report.reporter.Reporter.sendable`)."""
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
         if target < (1, 4):
             primitive.pop('device_state', None)
-        if primitive.get('type') not in device_types(target_version):
+        sent_as = wire_type(primitive.get('type'), target_version)
+        if sent_as is None:
             raise exception.ObjectActionError(
                 action='obj_make_compatible',
                 reason='type=%s not supported in version %s'
                 % (primitive.get('type'), target_version))
+        primitive['type'] = sent_as
 
 
 def version_manifest(version):

@@ -12,7 +12,9 @@ with no change sends nothing.
 The list goes out as the ``DriverDevice`` version of ``[upgrade_levels]
 cyborg_conductor`` (default the latest, 1.4 of Cyborg 17): Cyborg 16's
 conductor refuses a newer version, and a device type its version lacks.
-Such a device is left out, with a warning.
+Such a device goes as the type that release's own agent gives it (the
+``pci`` driver's as ``GPU``, :data:`sidecar.report.objects.OLDER_TYPES`)
+or, with none, is left out, with a warning.
 """
 
 import hashlib
@@ -113,7 +115,6 @@ class Reporter:
         self._pin = pin
         #: The ``DriverDevice`` version sent (ValueError for a bad pin).
         self.version = objects.target_version(pin)
-        self._types = objects.device_types(self.version)
         self._left_out = frozenset()
         self._host = host
         self._rp_name = rp_name
@@ -125,9 +126,12 @@ class Reporter:
 
     def sendable(self, devices):
         """The devices cyborg-conductor's version can hold. A device of a
-        type it lacks is left out, with a WARNING when it first is."""
-        kept = [d for d in devices if d.type in self._types]
-        left = [d for d in devices if d.type not in self._types]
+        type it lacks, with no older type to go as, is left out, with a
+        WARNING when it first is."""
+        kept = [d for d in devices
+                if objects.wire_type(d.type, self.version)]
+        left = [d for d in devices
+                if not objects.wire_type(d.type, self.version)]
         for device in left:
             if (device.address, device.type) in self._left_out:
                 continue

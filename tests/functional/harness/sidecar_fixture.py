@@ -111,10 +111,11 @@ def _upgrade_levels():
 
 
 def conductor_device_types():
-    """The device types the cyborg-conductor installed here takes in a
-    report (Cyborg 16's lacks PCI, MDEV and NVME)."""
-    return report_objects.device_types(
-        report_objects.target_version(_conductor_release()))
+    """The device types a sidecar reports to the cyborg-conductor
+    installed here (to Cyborg 16's: no MDEV or NVME; PCI as GPU)."""
+    version = report_objects.target_version(_conductor_release())
+    return tuple(t for t in report_objects.DEVICE_TYPES
+                 if report_objects.wire_type(t, version))
 
 
 def make_conf(args=()):

@@ -26,9 +26,15 @@ def _sent(pin, types):
     return conductor.wire(sent)
 
 
-def _expected(dev_type):
+def _sendable(version):
+    """The types a report at ``version`` holds, in the order sent."""
+    return sorted((t for t in objects.DEVICE_TYPES
+                   if objects.wire_type(t, version)), key=tul.ADDRESSES.get)
+
+
+def _expected(dev_type, version='1.4'):
     address = tul.ADDRESSES[dev_type]
-    return {'type': dev_type, 'vendor': '8086',
+    return {'type': objects.wire_type(dev_type, version), 'vendor': '8086',
             'deployables': ['%s_%s' % (HOST, address)],
             'attributes': [[['rc', 'CUSTOM_%s' % dev_type],
                             ['trait0', 'OWNER_CYBORG']]]}
@@ -47,13 +53,14 @@ class Cyborg16ReadsTest(testtools.TestCase):
             self.skipTest('openstack-cyborg 16 (tox -e py3-nova33)')
 
     def test_2026_1_report_read_by_cyborg_16(self):
-        known = objects.device_types('1.0')
+        known = _sendable('1.0')
         pinned = _sent('2026.1', objects.DEVICE_TYPES)
         # Controls from the same devices: the unpinned report (1.4), and
         # a 1.0 primitive of a type the sidecar leaves out.
         latest = _sent(None, ['GPU'])
         unknown = []
         for dev_type in ('PCI', 'MDEV', 'NVME', 'AICHIP'):
+            # (PCI as such: the sidecar sends it as GPU, below.)
             primitive = copy.deepcopy(pinned[0])
             primitive['cyborg_object.data']['type'] = dev_type
             unknown.append(primitive)
@@ -62,11 +69,13 @@ class Cyborg16ReadsTest(testtools.TestCase):
         self.assertEqual(len(known), len(pinned))
         self.assertEqual({'1.0'},
                          {p['cyborg_object.version'] for p in pinned})
-        for dev_type, read in zip(sorted(known, key=tul.ADDRESSES.get),
-                                  reads):
+        for dev_type, read in zip(known, reads):
             self.assertNotIn('error', read)
             self.assertEqual('1.0', read['version'])
-            self.assertEqual(_expected(dev_type), _subset(read))
+            self.assertEqual(_expected(dev_type, '1.0'), _subset(read))
+        # The pci driver's device, as Cyborg 16's own pci driver gives it.
+        self.assertIn('PCI', known)
+        self.assertEqual('GPU', reads[known.index('PCI')]['type'])
         # Cyborg 16 refuses 1.4 (what the option is for) ...
         self.assertEqual('IncompatibleObjectVersion',
                          reads[len(pinned)]['error'])
@@ -100,5 +109,5 @@ class Cyborg17ReadsTest(testtools.TestCase):
                          [r['version'] for r in reads])
         # A conductor upgraded first still reads the pinned report.
         self.assertEqual(
-            [_expected(t) for t in objects.device_types('1.0')],
+            [_expected(t, '1.0') for t in _sendable('1.0')],
             [_subset(r) for r in reads[len(sent):]])

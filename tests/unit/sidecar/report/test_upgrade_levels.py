@@ -1,5 +1,6 @@
 """[upgrade_levels] cyborg_conductor: device reports backported to the
-conductor's DriverDevice version, devices of types it lacks left out."""
+conductor's DriverDevice version; a device of a type it lacks goes as the
+type that release's agent gives it, or is left out."""
 
 import logging
 
@@ -100,8 +101,24 @@ class BackportTest(testtools.TestCase):
         self.assertEqual(HOST + '_' + ADDRESSES['FPGA'],
                          dep['cyborg_object.data']['name'])
 
+    def test_pci_goes_as_gpu_before_1_2(self):
+        # Cyborg 16.0.1's own pci driver reports its devices as GPU
+        # (cyborg/accelerator/drivers/pci/pci/sysinfo.py).
+        wire = self._wire('PCI')
+        sent = {version: objects.to_primitives([wire], version)[0]
+                for version in ('1.0', '1.1', '1.2', '1.4')}
+        self.assertEqual({'1.0': 'GPU', '1.1': 'GPU', '1.2': 'PCI',
+                          '1.4': 'PCI'},
+                         {v: p['cyborg_object.data']['type']
+                          for v, p in sent.items()})
+        # Only the type: the device is the same one to the conductor.
+        for key in ('controlpath_id', 'deployable_list', 'model', 'vendor'):
+            self.assertEqual(sent['1.4']['cyborg_object.data'][key],
+                             sent['1.0']['cyborg_object.data'][key])
+        self.assertEqual('PCI', wire.type)
+
     def test_too_new_type_refused(self):
-        for dev_type in ('PCI', 'MDEV', 'NVME', 'AICHIP'):
+        for dev_type in ('MDEV', 'NVME', 'AICHIP'):
             self.assertRaises(ovo_exception.ObjectActionError,
                               objects.to_primitives,
                               [self._wire(dev_type)], '1.0')
@@ -135,15 +152,15 @@ class ReporterPinTest(testtools.TestCase):
     def test_unknown_type_left_out_with_one_warning(self):
         reporter = report.Reporter(self.conductor, HOST, HOST, 0,
                                    pin='2026.1')
-        devices = [device('FPGA'), device('PCI')]
+        devices = [device('FPGA'), device('PCI'), device('MDEV')]
         self.assertTrue(reporter.report(None, devices))
         (sent,) = self.conductor.sent
-        self.assertEqual([('FPGA', '1.0')],
+        self.assertEqual([('FPGA', '1.0'), ('GPU', '1.0')],
                          [(p['cyborg_object.data']['type'],
                            p['cyborg_object.version']) for p in sent])
         (line,) = self._warnings()
-        for word in ('Device %s (PCI 8086:0b30)' % ADDRESSES['PCI'],
-                     'deployable(s) %s_%s' % (HOST, ADDRESSES['PCI']),
+        for word in ('Device %s (MDEV 8086:0b30)' % ADDRESSES['MDEV'],
+                     'deployable(s) %s_%s' % (HOST, ADDRESSES['MDEV']),
                      'DriverDevice 1.0', 'cyborg_conductor = 2026.1'):
             self.assertIn(word, line)
         # Said once while it stays left out; a resend sends the same.
@@ -161,9 +178,9 @@ class ReporterPinTest(testtools.TestCase):
                                    pin='1.1')
         devices = [device(t) for t in objects.DEVICE_TYPES]
         kept = reporter.sendable(devices)
-        self.assertEqual(['GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD'],
-                         [d.type for d in kept])
-        self.assertEqual(3, len(self._warnings()))
+        self.assertEqual(['GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD',
+                          'PCI'], [d.type for d in kept])
+        self.assertEqual(2, len(self._warnings()))
 
     def test_conductor_too_old_says_what_to_set(self):
         reporter = report.Reporter(self.conductor, HOST, HOST, 0)
