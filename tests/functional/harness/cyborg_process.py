@@ -61,6 +61,7 @@ import sys
 import threading
 import time
 import traceback
+from unittest import mock
 
 from oslo_service import backend
 
@@ -204,7 +205,13 @@ def main(argv=None):
     # `cyborg-dbsync create_schema`: `upgrade` fails on SQLite. A restart
     # (CyborgFixture.restart) finds the schema there.
     if migration.version() is None:
-        migration.create_schema()
+        # Cyborg 16's alembic env.py applies alembic.ini's logging
+        # (logging.config.fileConfig): the root's handlers replaced and
+        # every existing logger disabled, so that nothing more reached
+        # this log file (Cyborg 17's env.py no longer does it). The
+        # service's logging stays as prepare_service set it.
+        with mock.patch('logging.config.fileConfig'):
+            migration.create_schema()
 
     conductor = service.RPCService('cyborg.conductor.manager',
                                    'ConductorManager',
