@@ -27,6 +27,8 @@ import os
 import subprocess
 import sys
 
+from sidecar.report import objects
+
 
 @dataclasses.dataclass(frozen=True)
 class Release:
@@ -52,10 +54,10 @@ class Release:
             self.name, self.nova, self.cyborg)
 
 
-#: Nova's major version: (series, on eventlet, sidecar pin beside its
-#: Cyborg's conductor).
-SERIES = {33: ('2026.1', True, '2026.1'),
-          34: ('2026.2', False, None)}
+#: Nova's major version: (series, on eventlet). The sidecar's pin comes
+#: from the environment's Cyborg (``sidecar.report.objects.conductor_pin``).
+SERIES = {33: ('2026.1', True),
+          34: ('2026.2', False)}
 
 _QUERY = ('import json; from importlib import metadata as m; '
           'print(json.dumps([m.version("nova"), '
@@ -72,8 +74,9 @@ def _release(nova, cyborg):
         raise UnsupportedRelease(
             'nova %s: the local cloud runs Nova %s' % (
                 nova, ' or '.join(str(m) for m in sorted(SERIES))))
-    name, eventlet, level = SERIES[major]
-    return Release(name, nova, cyborg, eventlet, level)
+    name, eventlet = SERIES[major]
+    return Release(name, nova, cyborg, eventlet,
+                   objects.conductor_pin(cyborg))
 
 
 def python_of(executable):

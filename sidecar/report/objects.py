@@ -48,6 +48,9 @@ RELEASES = {
     '2026.2': '1.4',   # Cyborg 17.0.x
 }
 
+#: The release each openstack-cyborg major version is part of.
+CYBORG_RELEASES = {16: '2026.1', 17: '2026.2'}
+
 #: What ``[upgrade_levels] cyborg_conductor`` accepts.
 PIN_CHOICES = tuple(RELEASES) + ('1.0', '1.1', '1.2', '1.3', '1.4')
 
@@ -69,6 +72,20 @@ def wire_type(dev_type, version):
         if candidate in known:
             return candidate
     return None
+
+
+def conductor_pin(cyborg_version):
+    """``[upgrade_levels] cyborg_conductor`` for a sidecar beside the
+    cyborg-conductor of openstack-cyborg ``cyborg_version``: its release
+    when that reads an older ``DriverDevice`` than the latest, else None
+    (no pin)."""
+    major = int(cyborg_version.split('.')[0])
+    if major not in CYBORG_RELEASES:
+        raise ValueError('openstack-cyborg %s: the sidecar reports to '
+                         'Cyborg %s' % (cyborg_version, ' or '.join(
+                             str(m) for m in sorted(CYBORG_RELEASES))))
+    release = CYBORG_RELEASES[major]
+    return None if RELEASES[release] == DriverDevice.VERSION else release
 
 
 def target_version(pin):

@@ -97,8 +97,7 @@ def write_config(path, **values):
 def _conductor_release():
     """The release of the cyborg-conductor installed here, if older than
     this project's default (Cyborg 16, beside Nova 33: ``2026.1``)."""
-    major = int(metadata.version('openstack-cyborg').split('.')[0])
-    return '2026.1' if major < 17 else None
+    return report_objects.conductor_pin(metadata.version('openstack-cyborg'))
 
 
 def _upgrade_levels():

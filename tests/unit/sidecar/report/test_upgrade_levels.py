@@ -56,6 +56,13 @@ class PinTest(testtools.TestCase):
         error = self.assertRaises(ValueError, objects.target_version, '16')
         self.assertIn('2026.1', str(error))
 
+    def test_pin_beside_each_cyborg(self):
+        self.assertEqual('2026.1', objects.conductor_pin('16.0.1'))
+        self.assertIsNone(objects.conductor_pin('17.0.0'))
+        self.assertIsNone(objects.conductor_pin('17.1.0.dev3'))
+        error = self.assertRaises(ValueError, objects.conductor_pin, '15.0.0')
+        self.assertIn('Cyborg 16 or 17', str(error))
+
     def test_types_per_version_follow_cyborg_17_history(self):
         # cyborg/objects/driver_objects/driver_device.py in 17.0.0:
         # 1.1 AICHIP, 1.2 MDEV and PCI, 1.3 NVME, 1.4 device_state.
