@@ -42,7 +42,7 @@ def _wait_listed(layout, host, proc, deadline, sleep=0.5):
     host's ready file) and serves its control socket."""
     ready = layout.path('hosts', host, 'ready')
     while True:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise procs.ServiceError(host, 'exited with %s' % proc.returncode,
                                      procs.log_path(layout, host))
         if os.path.exists(ready):
@@ -67,7 +67,9 @@ def _show(out, row):
 
 def enable_new(layout, started, out=print, timeout=300):
     """Enable the devices waiting for admission on the hosts of
-    ``started`` (``{host: Popen}``); returns how many were enabled."""
+    ``started`` (``{host: Popen}``, or None for a host started elsewhere
+    (``hosts.start``) whose exit is not watched here); returns how many
+    were enabled."""
     deadline = time.monotonic() + timeout
     enabled = 0
     shown = False

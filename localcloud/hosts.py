@@ -149,7 +149,9 @@ def _describe(lacking):
 
 
 def wait(layout, conn, started, since=None, timeout=TIMEOUT, sleep=0.5):
-    """Wait until the hosts of ``started`` (``{host: Popen}``) are ready.
+    """Wait until the hosts of ``started`` (``{host: Popen}``, or None
+    for a host started before this command, whose exit is not watched)
+    are ready.
 
     A forced down host whose new process has reported is set up again.
     On failure the ServiceError names the hosts and what they lack, and
@@ -160,7 +162,7 @@ def wait(layout, conn, started, since=None, timeout=TIMEOUT, sleep=0.5):
     lacking = {host: ['a first check'] for host in started}
     while True:
         for host, proc in started.items():
-            if proc.poll() is not None:
+            if proc is not None and proc.poll() is not None:
                 raise procs.ServiceError(
                     host, 'exited with %d' % proc.returncode,
                     procs.log_path(layout, host),

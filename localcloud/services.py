@@ -286,17 +286,7 @@ class _Ping:
 
 def _wait_host(layout, host, timeout):
     hosts.wait(layout, identity.admin_connection(layout),
-               {host: _Running()}, timeout=timeout)
-
-
-class _Running:
-    """A process that ``hosts.wait`` sees running (one started before
-    this command)."""
-
-    returncode = None
-
-    def poll(self):
-        return None
+               {host: None}, timeout=timeout)
 
 
 _START = {'mariadb': _start_mariadb, 'rabbitmq': _start_rabbitmq,

@@ -120,25 +120,17 @@ def compute(layout, host, python, out=print):
     layout.pythons[host] = python
     layout.save()
     hosts.start(layout, host, out=lambda line: None)
-    # Devices the old conductor's report version lacked (on Cyborg 16:
-    # the pci driver's) are reported now, as new devices: admitted as
-    # on a new host.
-    enabled = admission.enable_new(layout, {host: _Running()},
+    # A device the old conductor's report version lacked, with no older
+    # type to go as, is reported now, as a new device: admitted as on a
+    # new host. This cloud's drivers report none such (the pci driver's
+    # went to Cyborg 16 as GPU and become PCI in place): 0 expected.
+    enabled = admission.enable_new(layout, {host: None},
                                    out=lambda line: None)
     seconds = time.monotonic() - began
     out('%s: %s -> %s, nova-compute up, sidecar unpinned, FPGAs in '
         'Placement, %d newly reported device(s) enabled (%.1f s)' % (
             host, old.name, release.of(python).name, enabled, seconds))
     return seconds
-
-
-class _Running:
-    """The host's process, started by ``hosts.start`` (running)."""
-
-    returncode = None
-
-    def poll(self):
-        return None
 
 
 def finish(layout, out=print):

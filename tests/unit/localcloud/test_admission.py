@@ -63,6 +63,14 @@ class EnableNewTest(testtools.TestCase):
         self.assertIn('0000:81:00.0: enabled True, held -, reservation '
                       'compute1_0000:81:00.0 0/4', text)
 
+    def test_host_started_elsewhere(self):
+        # localcloud.upgrade starts a host with hosts.start: no process
+        # to watch, only its ready file and its sidecar.
+        self.ready()
+        self.assertEqual(1, admission.enable_new(
+            self.layout, {'compute1': None}, out=self.lines.append))
+        self.assertEqual({}, self.devices['0000:81:00.0'])
+
     def test_host_that_exits_is_named(self):
         self.proc.poll.return_value = 1
         self.proc.returncode = 1
