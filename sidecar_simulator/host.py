@@ -243,6 +243,9 @@ class SimulatedHost:
     # -- sysfs ------------------------------------------------------------
 
     def _dir(self, address, *parts):
+        if self.root is None:
+            raise RuntimeError('the sysfs tree of this host is not written '
+                               'yet: a path in it needs write(root) first')
         port = self.ports.get(address)
         return os.path.join(self.root, 'devices', 'pci%04x:00' % self.domain,
                             *((port,) if port else ()), address, *parts)

@@ -86,6 +86,12 @@ class AddressTest(simhost.SimHostTestCase):
         self.assertRaises(ValueError, host.add_pf, address='0000:3b:00.0')
         self.assertRaises(ValueError, host.add_pf, address='3b:00.0')
 
+    def test_path_before_the_tree_is_written(self):
+        host = simulator.SimulatedHost()
+        address = host.add_fpga(num_vfs=1).virtfns[0]
+        error = self.assertRaises(RuntimeError, host.afu_id_path, address)
+        self.assertIn('write(root) first', str(error))
+
     def test_vf_collision(self):
         host = simulator.SimulatedHost()
         host.add_pf(address='0000:81:00.2')
