@@ -177,7 +177,8 @@ class NoNvmlTest(NvmlTestCase):
 class BusIdTest(testtools.TestCase):
 
     def test_default_xids_are_the_documented_ones(self):
-        (opt,) = [o for o in conf.HEALTH_OPTS if o.name == 'nvml_fault_xids']
+        (opt,) = [o for o in conf.devices.HEALTH_OPTS
+                  if o.name == 'nvml_fault_xids']
         self.assertEqual(list(nvml_health.FAULT_XIDS), opt.default)
 
     def test_bus_address(self):
