@@ -7,6 +7,8 @@ pinned against Cyborg's in the unit tests). They are our own classes in our
 own registry: a compute host running the sidecar does not install Cyborg.
 """
 
+import collections
+
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 from oslo_versionedobjects import base
@@ -101,12 +103,47 @@ def target_version(pin):
 
 
 class WireObjectRegistry(base.VersionedObjectRegistry):
-    pass
+    """The sidecar's own table of wire classes.
+
+    oslo.versionedobjects gives every registry one table per process
+    (``VersionedObjectRegistry.__new__``), and a class registered under a
+    name and version already there replaces the one there: where Cyborg's
+    objects are loaded too (a process that imports both, such as a test
+    harness or a tool beside cyborg-conductor), these classes, which
+    cannot ``create`` or ``destroy``, would replace Cyborg's
+    ``DriverDevice``, ``DriverControlPathID``... and its conductor would
+    fail on every report. So this registry keeps a table of its own, and
+    :meth:`WireObject.obj_class_from_name` reads it.
+    """
+
+    _classes = collections.defaultdict(list)
+
+    def __new__(cls, *args, **kwargs):
+        self = object.__new__(cls)
+        self._obj_classes = WireObjectRegistry._classes
+        return self
 
 
 class WireObject(base.VersionedObject):
     OBJ_SERIAL_NAMESPACE = 'cyborg_object'
     OBJ_PROJECT_NAMESPACE = 'cyborg'
+
+    @classmethod
+    def obj_class_from_name(cls, objname, objver):
+        """The wire class of ``objname`` for ``objver``, from
+        :class:`WireObjectRegistry`'s table: the exact version, else the
+        newest compatible one (as oslo.versionedobjects chooses)."""
+        classes = WireObjectRegistry.obj_classes().get(objname)
+        if not classes:
+            raise exception.UnsupportedObjectError(objtype=objname)
+        for objclass in classes:
+            if objclass.VERSION == objver:
+                return objclass
+        for objclass in classes:    # newest first
+            if versionutils.is_compatible(objver, objclass.VERSION):
+                return objclass
+        raise exception.IncompatibleObjectVersion(
+            objname=objname, objver=objver, supported=classes[0].VERSION)
 
     fields = {
         'created_at': fields.DateTimeField(nullable=True),

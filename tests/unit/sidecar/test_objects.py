@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 from oslo_versionedobjects import fixture
 import testtools
 
@@ -15,13 +19,64 @@ CYBORG_17_FINGERPRINTS = {
 }
 
 
+#: In a child Python with Cyborg's driver objects and the sidecar's loaded
+#: (in the order given by argv): which class oslo.versionedobjects' shared
+#: table and the sidecar's own hold, and what a report deserializes into.
+_BOTH_LOADED = r'''
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from oslo_versionedobjects import base
+from cyborg.objects import base as cyborg_base
+from sidecar.report import objects as wire
+shared = base.VersionedObjectRegistry.obj_classes()
+cpid = wire.DriverControlPathID(cpid_type='PCI', cpid_info='{}')
+read = cyborg_base.CyborgObjectSerializer().deserialize_entity(
+    None, wire.WireSerializer().serialize_entity(None, cpid))
+json.dump({
+    'shared': {n: shared[n][0].__module__
+               for n in ('DriverDevice', 'DriverControlPathID')},
+    'own': {n: c[0].__module__
+            for n, c in wire.WireObjectRegistry.obj_classes().items()},
+    'read_can_create': hasattr(read, 'create'),
+    'round_trip': type(wire.WireSerializer().deserialize_entity(
+        None, wire.WireSerializer().serialize_entity(None, cpid))).__module__,
+}, sys.stdout)
+'''
+
+
 class WireObjectsTest(testtools.TestCase):
 
+    def test_cyborgs_classes_stay_where_both_are_loaded(self):
+        # Cyborg's conductor loads its objects; a module of this project
+        # imported there (a harness, a tool) must not replace them.
+        for order in (['cyborg.objects.driver_objects.driver_device',
+                       'sidecar.report.objects'],
+                      ['sidecar.report.objects',
+                       'cyborg.objects.driver_objects.driver_device']):
+            done = subprocess.run(
+                [sys.executable, '-c', _BOTH_LOADED] + order,
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(0, done.returncode, done.stderr)
+            seen = json.loads(done.stdout)
+            self.assertEqual(
+                {'DriverDevice': 'cyborg.objects.driver_objects.'
+                                 'driver_device',
+                 'DriverControlPathID': 'cyborg.objects.driver_objects.'
+                                        'driver_controlpath_id'},
+                seen['shared'], order)
+            self.assertEqual({'sidecar.report.objects'},
+                             set(seen['own'].values()), order)
+            self.assertTrue(seen['read_can_create'], order)
+            self.assertEqual('sidecar.report.objects', seen['round_trip'])
+
     def test_fingerprints_match_cyborg_17(self):
-        # The registry is process-wide (Nova's objects are in it too).
+        # The sidecar's own table (WireObjectRegistry), not the
+        # process-wide one of oslo.versionedobjects.
         classes = {name: cls for name, cls in
                    objects.WireObjectRegistry.obj_classes().items()
                    if name in CYBORG_17_FINGERPRINTS}
+        self.assertEqual(set(CYBORG_17_FINGERPRINTS), set(classes))
         self.assertEqual({'sidecar.report.objects'},
                          {c.__module__ for cl in classes.values()
                           for c in cl})
