@@ -87,3 +87,14 @@ class DomainInspector:
         where several domains hold the device)."""
         return {device: guests[0].name
                 for device, guests in self.users().items()}
+
+    def devices_running(self):
+        """:meth:`devices_in_use` of the domains that run (or are paused,
+        or whose state is not known): those whose guest holds the device
+        open."""
+        running = {}
+        for device, guests in self.users().items():
+            names = [g.name for g in guests if g.active is not False]
+            if names:
+                running[device] = names[0]
+        return running

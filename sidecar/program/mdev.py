@@ -99,9 +99,19 @@ class MdevManager:
             LOG.info('mdev %s does not exist; nothing to remove', ah_uuid)
             return
         ah_uuid = self._validate(pci_addr, asked_type, ah_uuid)
-        users = self._domains.devices_in_use()
+        # As the kernel: a guest that runs holds its mdev open. A shut-off
+        # definition does not: Cyborg unbinds its ARQ when the server lets
+        # the device go (a cold migration or resize unbinds the source's
+        # once the guest is powered off, before the source's definition is
+        # undefined at confirm); a revert binds and creates it again.
+        users = self._domains.devices_running()
         if ah_uuid in users:
             raise exception.DeviceBusy(
-                address=ah_uuid, reason='used by domain %s' % users[ah_uuid])
+                address=ah_uuid,
+                reason='used by running domain %s' % users[ah_uuid])
+        stopped = self._domains.devices_in_use()
+        if ah_uuid in stopped:
+            LOG.info('Removing mdev %s, which the shut-off domain %s still '
+                     'names: its ARQ is unbound', ah_uuid, stopped[ah_uuid])
         LOG.info('Removing mdev %s', ah_uuid)
         privileged.remove_mdev(self._root, ah_uuid)

@@ -16,14 +16,14 @@ XML = """<domain type='kvm'><name>instance-1</name><devices>
 
 
 class FakeDomain:
-    def __init__(self, name, xml):
-        self._name, self._xml = name, xml
+    def __init__(self, name, xml, active=1):
+        self._name, self._xml, self._active = name, xml, active
 
     def name(self):
         return self._name
 
     def isActive(self):
-        return 1
+        return self._active
 
     def UUIDString(self):
         return 'C0FFEE00-0000-4000-8000-00000000000' + self._name[-1]
@@ -55,3 +55,13 @@ class DomainsTest(testtools.TestCase):
         users = domains.DomainInspector(lambda: conn).devices_in_use()
         self.assertEqual('instance-1', users['0000:81:00.1'])
         self.assertEqual(2, len(users))
+
+    def test_devices_running(self):
+        mdev = 'b5b1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d11'
+        stopped = XML.replace('instance-1', 'instance-3')
+        conn = FakeConnection([FakeDomain('instance-3', stopped, active=0)])
+        inspector = domains.DomainInspector(lambda: conn)
+        self.assertEqual({}, inspector.devices_running())
+        self.assertEqual('instance-3', inspector.devices_in_use()[mdev])
+        conn.doms.append(FakeDomain('instance-1', XML))
+        self.assertEqual('instance-1', inspector.devices_running()[mdev])

@@ -33,9 +33,14 @@ class FakeInventory:
 
 class FakeDomains:
     users = {}
+    #: Those of ``users`` that are shut off.
+    stopped = ()
 
     def devices_in_use(self):
         return dict(self.users)
+
+    def devices_running(self):
+        return {d: n for d, n in self.users.items() if d not in self.stopped}
 
 
 class MdevManagerTest(testtools.TestCase):
@@ -116,3 +121,12 @@ class MdevManagerTest(testtools.TestCase):
                                GPU, 'nvidia-35', UUID)
         self.assertIn('instance-3', str(ex))
         self.assertEqual([], self.calls)
+
+    def test_remove_of_a_shut_off_domain(self):
+        # The source of a cold migration: powered off, still defined, its
+        # ARQ unbound.
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        self.domains.users = {UUID: 'instance-3'}
+        self.domains.stopped = (UUID,)
+        self.manager.remove(GPU, 'nvidia-35', UUID)
+        self.assertEqual([('remove', self.root, UUID)], self.calls)

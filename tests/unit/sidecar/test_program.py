@@ -161,6 +161,9 @@ class FakeDomains:
     def devices_in_use(self):
         return dict(self.users)
 
+    def devices_running(self):
+        return dict(self.users)
+
 
 class ProgramTestBase(testtools.TestCase):
     """One simulated FPGA, its providers, its consumers in Cyborg."""
