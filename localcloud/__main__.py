@@ -1,11 +1,13 @@
 """``python -m localcloud``: the local cloud's commands.
 
-    up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N]
+    up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N] [--gpus N]
        [--unpatched-computes N]
         Start the cloud, boot a server with an accelerator and show it
         (unless --no-demo); print the start time and total memory. Without
         --keep the cloud is torn down at the end. --vfs is per host: its
-        FPGAs have N VFs in all, N // --pfs on each PF.
+        FPGAs have N VFs in all, N // --pfs on each PF. --gpus: the
+        mdev-capable GPUs of each host (default 1), vGPUs of type
+        nvidia-11, 16 a GPU, reported by the sidecar's gpu driver.
         --unpatched-computes adds N hosts (compute-old, compute-old2, ...)
         whose nova-compute is pristine Nova, the series reverted in a copy
         (:mod:`localcloud.pristine`): a mixed cloud.
@@ -75,7 +77,7 @@ def _out(text=''):
 
 def cmd_up(args):
     layout = layout_mod.Layout(root=args.dir, computes=args.computes,
-                               pfs=args.pfs, vfs=args.vfs,
+                               pfs=args.pfs, vfs=args.vfs, gpus=args.gpus,
                                unpatched=args.unpatched_computes)
     # Every process on this environment's release until an upgrade.
     layout.pythons = dict({'control': sys.executable},
@@ -257,6 +259,9 @@ def main(argv=None):
     up.add_argument('--vfs', type=int, default=4,
                     help='FPGA VFs (attach handles) per host, split '
                     'evenly among its --pfs PFs (default %(default)s)')
+    up.add_argument('--gpus', type=int, default=1,
+                    help='mdev-capable GPUs (vGPUs, nvidia-11) per host '
+                    '(default %(default)s)')
     up.add_argument('--unpatched-computes', type=int, default=0,
                     help='more hosts whose nova-compute runs unpatched '
                     'Nova (compute-old, ...; default %(default)s)')
@@ -319,6 +324,8 @@ def main(argv=None):
             layout_mod.check_fpgas(args.pfs, args.vfs)
         except ValueError as exc:
             parser.error(str(exc))
+        if args.gpus < 0:
+            parser.error('--gpus must be 0 or more, not %d' % args.gpus)
     args.args = tempest_args
     return args.func(args)
 

@@ -3,20 +3,24 @@
 Run by :mod:`localcloud.cloud` as::
 
     python -m localcloud.compute_host --host compute1 --pfs 1 --vfs 4 \\
-        --domain-xml-dir DIR --sidecar-config FILE --cloud-dir ROOT \\
-        --config-file nova.conf --config-file compute1.conf
+        --gpus 1 --domain-xml-dir DIR --sidecar-config FILE \\
+        --cloud-dir ROOT --config-file nova.conf --config-file compute1.conf
 
 There is no accelerator and no hypervisor here, so the host is simulated
 the way Nova's own functional tests do it: nova-compute is the real service
 (``nova.cmd.compute.main``, patched Nova, ``libvirt.LibvirtDriver``) with
-libvirt replaced by Nova's fakelibvirt, which shows ``--pfs`` FPGA PFs with
-``--vfs`` VFs each; guest disks are not written (Nova's image backend
-fixture). After the FPGAs come ``--migratable-pfs`` (default 1) plain PFs
-whose VFs support VFIO migration: the devices of live migration tests.
-The same PCI functions are written as a sysfs tree that the real
-sidecar discovers and reports to cyborg-conductor, and the sidecar asks
-the same fakelibvirt connection which devices the domains use. That is why
-both run in this one process: on a real host they share libvirtd.
+libvirt replaced by Nova's fakelibvirt, which shows ``--gpus``
+mdev-capable GPUs (vGPUs), then ``--pfs`` FPGA PFs with ``--vfs`` VFs
+each; guest disks are not written (Nova's image backend fixture). After
+the FPGAs come ``--migratable-pfs`` (default 1) plain PFs whose VFs
+support VFIO migration: the devices of live migration tests. The same
+PCI functions are written as a sysfs tree that the real sidecar discovers
+and reports to cyborg-conductor (:mod:`localcloud.devices`), and the
+sidecar asks the same fakelibvirt connection which devices the domains
+use. That is why both run in this one process: on a real host they share
+libvirtd. The mdevs the sidecar creates and removes for vGPUs appear in
+and leave both the tree and fakelibvirt's node devices, as the kernel and
+libvirtd make them (:class:`localcloud.devices.MdevKernel`).
 
 Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
 libvirt is given it, and removed when the domain is undefined, so that a
@@ -30,7 +34,8 @@ A restart of this process is a restart of nova-compute and the sidecar on
 a real host, where libvirtd, its domains and the devices' state live on:
 the host defines and starts its domains again from those files (in the
 state they were left in) and takes the FPGA regions' loaded functions and
-the mdevs from the sysfs tree it wrote before, then starts the services.
+the mdevs from the sysfs tree it wrote before (the mdevs become libvirt
+node devices again), then starts the services.
 Nova's ``init_host`` finds its guests running; a domain whose server was
 deleted while the host was down is reaped by nova-compute
 (``running_deleted_instance_action``), which removes its file. Once the
@@ -58,6 +63,7 @@ from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
 
+from localcloud import devices  # noqa: E402
 from localcloud import layout as layout_mod  # noqa: E402
 from localcloud import migration  # noqa: E402
 from localcloud import pristine  # noqa: E402
@@ -65,7 +71,6 @@ from localcloud import remotefs  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from sidecar.daemon import factory  # noqa: E402
-from sidecar_simulator import host as simulator  # noqa: E402
 
 LOG = logging.getLogger('localcloud.compute_host')
 
@@ -278,44 +283,6 @@ class DomainFiles:
                     after(name, files.save_state) for name in STATE_CHANGES]
 
 
-def pci_info(pfs, vfs, migratable_pfs=0):
-    """fakelibvirt's PCI devices: ``pfs`` FPGA PFs then ``migratable_pfs``
-    PFs whose VFs support VFIO migration (:data:`MIGRATABLE_PF`), each
-    with ``vfs // pfs`` VFs (``vfs`` VFs in all on the FPGAs)."""
-    total = pfs + migratable_pfs
-    return dict(num_pci=0, num_pfs=total,
-                num_vfs=(vfs // pfs if pfs else vfs) * total)
-
-
-#: The vendor and product ids of the PFs whose VFs may be live migrated
-#: (fakelibvirt's SR-IOV PF and VF); the sidecar's generic PCI driver
-#: reports them (``localcloud.configs.MIGRATABLE_SPEC``).
-MIGRATABLE_PF = ('8086', '1528', '1515')
-
-
-def simulated_host(pfs, vfs, migratable_pfs=0):
-    """The sysfs view of fakelibvirt's PCI devices: the first ``pfs`` PFs
-    are FPGAs (Intel DFL cards, each port released to a VF: 1 to 4 VFs a
-    PF; without VFs one port on the PF), the others plain PFs whose VFs
-    may be live migrated.
-
-    Written with ``load_state(root).write(root)``: a restarted host keeps
-    what its devices had loaded."""
-    layout_mod.check_fpgas(pfs, vfs)
-    layout = simulator.from_fakelibvirt(**pci_info(pfs, vfs, migratable_pfs))
-    host = simulator.SimulatedHost()
-    roots = [f for f in layout.functions.values() if f.physfn is None]
-    for index, f in enumerate(roots):
-        if index < pfs:
-            host.add_fpga(address=f.address, num_vfs=len(f.virtfns))
-        else:
-            vendor, product, vf_product = MIGRATABLE_PF
-            host.add_pf(vendor_id=vendor, product_id=product,
-                        address=f.address, num_vfs=len(f.virtfns),
-                        vf_product_id=vf_product)
-    return host
-
-
 def start_sidecar(config_file, connection, ready_file=None):
     conf = cfg.ConfigOpts()
     sidecar_conf.register_opts(conf)
@@ -359,6 +326,9 @@ def main():
     parser.add_argument('--migratable-pfs', type=int, default=1,
                         help='PFs after the FPGAs whose VFs may be live '
                              'migrated (reported by the generic PCI driver)')
+    parser.add_argument('--gpus', type=int, default=0,
+                        help='mdev-capable GPUs (vGPUs, reported by the '
+                             'gpu driver), before the FPGAs')
     parser.add_argument('--sysfs-root', required=True)
     parser.add_argument('--sidecar-config', required=True)
     parser.add_argument('--domain-xml-dir', required=True)
@@ -381,8 +351,8 @@ def main():
         host_info=fakelibvirt.HostInfo(cpu_nodes=2, cpu_sockets=1,
                                        cpu_cores=2, cpu_threads=2,
                                        kB_mem=32 * 1024 * 1024),
-        pci_info=fakelibvirt.HostPCIDevicesInfo(**pci_info(
-            args.pfs, args.vfs, args.migratable_pfs)),
+        pci_info=fakelibvirt.HostPCIDevicesInfo(**devices.pci_info(
+            args.pfs, args.vfs, args.migratable_pfs, args.gpus)),
         hostname=args.host)
     domains = DomainFiles(args.domain_xml_dir, args.host)
     restored = domains.restore(connection)
@@ -390,13 +360,20 @@ def main():
         # Before logging is set up: straight to this host's log.
         print('Domains defined again from %s: %s' % (
             args.domain_xml_dir, ', '.join(restored)), flush=True)
+    host = devices.simulated_host(
+        args.pfs, args.vfs, args.migratable_pfs, args.gpus).load_state(
+            args.sysfs_root)
+    host.write(args.sysfs_root)
+    kernel = devices.MdevKernel(host, connection)
+    mdevs = kernel.restore()
+    if mdevs:
+        print('mdevs taken back from %s: %s' % (
+            args.sysfs_root, ', '.join(mdevs)), flush=True)
     for fixture in (_host_fixtures(connection) + domains.fixtures() +
                     migration.Migrations(domains,
                                          peers.addresses).fixtures() +
-                    remotefs.fixtures_for(peers)):
+                    remotefs.fixtures_for(peers) + kernel.fixtures()):
         fixture.setUp()
-    simulated_host(args.pfs, args.vfs, args.migratable_pfs).load_state(
-        args.sysfs_root).write(args.sysfs_root)
     start_sidecar(args.sidecar_config, connection, args.ready_file)
     sys.argv = ['nova-compute'] + nova_args
     compute_cmd.main()

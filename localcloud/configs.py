@@ -269,7 +269,7 @@ def program_command(sysfs_root):
 
 
 #: The sidecar's ``[pci] device_spec``: the VFs of the simulated hosts'
-#: plain PFs (``localcloud.compute_host.MIGRATABLE_PF``, after the FPGAs)
+#: plain PFs (``localcloud.devices.MIGRATABLE_PF``, after the FPGAs)
 #: support VFIO migration; the generic PCI driver gives their provider
 #: ``HW_PCI_LIVE_MIGRATABLE``. The FPGAs' VFs (FPGA driver) do not.
 MIGRATABLE_SPEC = ('{"vendor_id": "8086", "product_id": "1528", '
@@ -278,14 +278,26 @@ MIGRATABLE_SPEC = ('{"vendor_id": "8086", "product_id": "1528", '
 MIGRATABLE_RC = 'CUSTOM_MIGRATABLE_VF'
 
 
+#: The sidecar's ``[gpu]`` options on hosts with GPUs: fakelibvirt's
+#: mdev-capable GPUs (NVIDIA, ``localcloud.devices``) are vGPUs of their
+#: mdev type ``nvidia-11`` (16 a GPU).
+VGPU_MDEV_TYPE = 'nvidia-11'
+GPU_OPTIONS = ('[gpu]\ndevice_selector = 10de:*\n'
+               'enabled_mdev_types = %s\n' % VGPU_MDEV_TYPE)
+
+
 def sidecar(layout, host, sysfs_root):
+    """The host's sidecar: its ``fpga`` driver reports the FPGAs, ``pci``
+    the live-migratable VFs and, on hosts with GPUs, ``gpu`` the vGPUs
+    (:mod:`localcloud.devices`)."""
+    drivers = 'fpga,pci' + (',gpu' if layout.gpus else '')
     return _write(layout.path('etc', 'nova-cyborg', host + '-sidecar.conf'),
                   """
 [DEFAULT]
 host = {host}
 transport_url = {transport}
 [sidecar]
-enabled_drivers = fpga,pci
+enabled_drivers = {drivers}
 sysfs_root = {sysfs}
 state_path = {state}
 admit_new_devices = disabled
@@ -295,9 +307,10 @@ program_command = {command}
 [pci]
 device_spec = {spec}
 """.format(host=host, transport=layout.transport_url, sysfs=sysfs_root,
-           state=layout.path('hosts', host, 'sidecar'),
+           drivers=drivers, state=layout.path('hosts', host, 'sidecar'),
            command=program_command(sysfs_root),
            spec=MIGRATABLE_SPEC % MIGRATABLE_RC)
+        + (GPU_OPTIONS if layout.gpus else '')
         + _auth(layout, 'cyborg', 'placement')
         + _auth(layout, 'cyborg', 'glance')
         # The ARQs of a device's consumers (what function they want).

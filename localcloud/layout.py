@@ -57,6 +57,8 @@ class Layout:
     computes: int = 2
     pfs: int = 1
     vfs: int = 4
+    #: mdev-capable GPUs (vGPUs) per host (localcloud.devices).
+    gpus: int = 1
     #: Hosts whose nova-compute is unpatched Nova (localcloud.pristine).
     unpatched: int = 0
     #: The Python executable each process runs: ``control`` for the
@@ -144,6 +146,9 @@ class Layout:
     def load(cls, root=DEFAULT_DIR):
         try:
             with open(os.path.join(root, 'layout.json')) as f:
-                return cls(**json.load(f))
+                fields = json.load(f)
         except FileNotFoundError:
             return None
+        # A cloud started before its hosts had GPUs keeps its devices.
+        fields.setdefault('gpus', 0)
+        return cls(**fields)

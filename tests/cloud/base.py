@@ -33,6 +33,9 @@ PLACEMENT_MICROVERSION = '1.14'
 #: The local cloud's FPGAs (as its demo's profile).
 PROFILE_GROUPS = [{'resources:FPGA': '1',
                    'trait:CUSTOM_FPGA_INTEL': 'required'}]
+#: One vGPU of the local cloud's GPUs (``up --gpus``, one a host by
+#: default; the sidecar's gpu driver, mdev type nvidia-11).
+VGPU_GROUPS = [{'resources:VGPU': '1'}]
 
 
 def wait_until(predicate, what, timeout=DEADLINE, poll=POLL):
@@ -68,10 +71,15 @@ class CloudTestCase(testtools.TestCase):
 
     def _profile(self):
         """A device profile for one of the cloud's FPGAs."""
+        return self._profile_of(PROFILE_GROUPS)
+
+    def _profile_of(self, groups):
+        """A device profile of ``groups`` (deleted at cleanup); its
+        name."""
         accel = self.admin.accelerator
         name = _name('profile')
         response = accel.post('/device_profiles', json=[
-            {'name': name, 'groups': PROFILE_GROUPS}])
+            {'name': name, 'groups': groups}])
         self.assertEqual(201, response.status_code, response.text)
         self.addCleanup(accel.delete, '/device_profiles/%s' %
                         response.json()['uuid'])
@@ -214,6 +222,11 @@ class CloudTestCase(testtools.TestCase):
         return result
 
     # -- the host ------------------------------------------------------------
+
+    def sysfs_roots(self):
+        """``{host: the root of its simulated sysfs tree}``."""
+        return {host: self.layout.path('hosts', host, 'sys')
+                for host in self.layout.hosts}
 
     def domain_file(self, server_id):
         return os.path.join(self.layout.domain_xml_dir, server_id + '.xml')

@@ -40,15 +40,6 @@ class ChurnCloudTest(base.CloudTestCase):
             user_domain_name='Default', project_domain_name='Default',
             region_name=base.layout_mod.REGION, identity_interface='public')
 
-    def _profile_of(self, groups):
-        name = base._name('profile')
-        response = self.admin.accelerator.post('/device_profiles', json=[
-            {'name': name, 'groups': groups}])
-        self.assertEqual(201, response.status_code, response.text)
-        self.addCleanup(self.admin.accelerator.delete,
-                        '/device_profiles/%s' % response.json()['uuid'])
-        return name
-
     def all_arqs(self, server_id):
         return [a for owner in churn.owners(server_id)
                 for a in self.arqs(owner)]
@@ -122,7 +113,3 @@ class ChurnCloudTest(base.CloudTestCase):
             problems.append('mdevs %s, at the start %s' % (
                 mdevs, self.mdevs_at_start))
         return problems
-
-    def sysfs_roots(self):
-        return {host: self.layout.path('hosts', host, 'sys')
-                for host in self.layout.hosts}

@@ -7,19 +7,21 @@ $NOVA_CYBORG_UPGRADE_TO_ENV`` (the ``cloud`` env: Nova 34, Cyborg 17),
 as an operator does: the control plane first, then one compute (a mixed
 period: one compute on each release), then the other.
 
-Before: servers of an owner, with an FPGA (booted; booted and resized)
-and without (one live-migrated, one given an accelerator afterwards).
+Before: servers of an owner, with an FPGA (booted; booted and resized),
+with a vGPU (an mdev the sidecar created on the host's GPU; one server
+booted for each kind of :data:`OTHER_DEVICES`) and without (one
+live-migrated, one given an accelerator afterwards).
 The FPGA server is resized by the admin, another project's (on Cyborg
 16 the bind then needs the bare ``OpenStack-API-Version: 2.1``). During
 the mixed period and after: every server ACTIVE for its owner and
 for the admin (another project), its domain on its host with exactly its
 Bound ARQs' devices, those ARQs Bound on its host and the devices'
 allocations on their providers (``churn.server_problems``), and each
-server keeps the devices it had before the upgrade. After: a hard
-reboot, a cold migration (refused for the server with an added
-accelerator, which a move would drop) and a delete of each, and nothing
-left: no ARQ, no allocation, no domain. Every wait has a deadline
-(``base``).
+server keeps the devices it had before the upgrade (its mdev still on
+its host). After: a hard reboot, a cold migration (refused for the
+server with an added accelerator, which a move would drop) and a delete
+of each, and nothing left: no ARQ, no allocation, no domain, no mdev.
+Every wait has a deadline (``base``).
 
 Skipped unless the cloud runs 2026.1 everywhere and
 ``NOVA_CYBORG_UPGRADE_TO_ENV`` names the new release's environment.
@@ -32,6 +34,14 @@ from tests.cloud import base
 from tests.cloud import churn
 
 TO_ENV = os.environ.get('NOVA_CYBORG_UPGRADE_TO_ENV')
+
+#: Devices beside the FPGAs that a server is booted with on 2026.1 and
+#: keeps through the upgrade, then is hard rebooted, cold-migrated and
+#: deleted with: ``(device profile groups, resource class)``, one server
+#: each.
+OTHER_DEVICES = (
+    (base.VGPU_GROUPS, 'VGPU'),
+)
 
 
 class SlurpUpgradeTest(base.CloudTestCase):
@@ -70,8 +80,9 @@ class SlurpUpgradeTest(base.CloudTestCase):
     def check(self, expected, when):
         """Every server ACTIVE for its owner and the admin, with exactly
         its devices (``expected``: ``{server: devices}``), its domain,
-        ARQs and allocations consistent."""
+        ARQs and allocations consistent, its mdevs on its host."""
         domains = churn.read_domains(self.layout.domain_xml_dir)
+        mdevs = churn.mdevs(self.sysfs_roots())
         problems = []
         for server_id, devices in expected.items():
             server = self.server(server_id)
@@ -87,6 +98,13 @@ class SlurpUpgradeTest(base.CloudTestCase):
                 problems.append('server %s had %s, has %s' % (
                     server_id, sorted(devices),
                     sorted(self.devices(server_id))))
+            host = server['OS-EXT-SRV-ATTR:host']
+            for device in sorted(devices):
+                kind, _, name = device.partition(' ')
+                if kind == 'mdev' and name not in mdevs.get(host, []):
+                    problems.append('server %s: %s is not on %s (its '
+                                    'mdevs: %s)' % (server_id, device, host,
+                                                    mdevs.get(host, [])))
         self.assertEqual([], problems, when)
 
     def wait_settled(self, server_id):
@@ -135,6 +153,7 @@ class SlurpUpgradeTest(base.CloudTestCase):
     # -- the scenario ----------------------------------------------------
 
     def test_upgrade_keeps_devices(self):
+        mdevs_at_start = churn.mdevs(self.sysfs_roots())
         profile = self._profile()
         self.resource_classes = {profile: 'FPGA'}
         fpga = self.create_flavor(profile)
@@ -142,6 +161,11 @@ class SlurpUpgradeTest(base.CloudTestCase):
         plain = self.create_flavor()
         # On 2026.1: boot, resize, live-migrate, add an accelerator.
         booted = self.boot(fpga)['id']
+        others = []
+        for groups, resource_class in OTHER_DEVICES:
+            other = self._profile_of(groups)
+            self.resource_classes[other] = resource_class
+            others.append(self.boot(self.create_flavor(other))['id'])
         resized = self.boot(fpga)['id']
         self.resize(resized, fpga_big)
         migrated = self.boot(plain)['id']
@@ -154,8 +178,8 @@ class SlurpUpgradeTest(base.CloudTestCase):
             'an FPGA added to server %s' % added)
         self.wait_settled(added)
         expected = {s: self.devices(s)
-                    for s in (booted, resized, migrated, added)}
-        for server_id in (booted, resized, added):
+                    for s in [booted, resized, migrated, added] + others}
+        for server_id in [booted, resized, added] + others:
             self.assertEqual(1, len(expected[server_id]), server_id)
         self.assertEqual(set(), expected[migrated])
         self.check(expected, 'on 2026.1')
@@ -180,7 +204,7 @@ class SlurpUpgradeTest(base.CloudTestCase):
                         conn=self.owner)
             self.wait_settled(server_id)
         self.check(expected, 'after hard reboots')
-        for server_id in (booted, resized, migrated):
+        for server_id in [booted, resized, migrated] + others:
             self.resize(server_id, None)
         # A move would drop an accelerator added with addAccelerator: it
         # is refused, the server left as it was.
@@ -191,10 +215,20 @@ class SlurpUpgradeTest(base.CloudTestCase):
         self.check(moved, 'after cold migrations')
         for server_id in expected:
             self.delete(server_id)
-        domains = churn.read_domains(self.layout.domain_xml_dir)
-        left = []
-        for server_id in expected:
-            left += churn.gone_problems(
-                server_id, domains, self.all_arqs(server_id),
-                self.allocations(server_id))
-        self.assertEqual([], left)
+
+        def left():
+            domains = churn.read_domains(self.layout.domain_xml_dir)
+            problems = []
+            for server_id in expected:
+                problems += churn.gone_problems(
+                    server_id, domains, self.all_arqs(server_id),
+                    self.allocations(server_id))
+            mdevs = churn.mdevs(self.sysfs_roots())
+            if mdevs != mdevs_at_start:
+                problems.append('mdevs %s, at the start %s' % (
+                    mdevs, mdevs_at_start))
+            return problems
+        try:
+            base.wait_until(lambda: not left(), 'nothing left', timeout=60)
+        except AssertionError:
+            self.assertEqual([], left())

@@ -12,7 +12,7 @@ import json
 import fixtures
 import testtools
 
-from localcloud import compute_host
+from localcloud import devices
 from localcloud import configs
 from localcloud import layout as layout_mod
 from sidecar.drivers import pci
@@ -21,15 +21,16 @@ from sidecar.drivers import pci
 class MigratableDevicesTest(testtools.TestCase):
 
     def test_fakelibvirt_shows_every_pf_with_as_many_vfs(self):
-        self.assertEqual({'num_pci': 0, 'num_pfs': 2, 'num_vfs': 8},
-                         compute_host.pci_info(1, 4, 1))
-        self.assertEqual({'num_pci': 0, 'num_pfs': 3, 'num_vfs': 6},
-                         compute_host.pci_info(2, 4, 1))
-        self.assertEqual({'num_pci': 0, 'num_pfs': 1, 'num_vfs': 4},
-                         compute_host.pci_info(1, 4, 0))
+        none = {'num_pci': 0, 'num_mdevcap': 0}
+        self.assertEqual(dict(none, num_pfs=2, num_vfs=8),
+                         devices.pci_info(1, 4, 1))
+        self.assertEqual(dict(none, num_pfs=3, num_vfs=6),
+                         devices.pci_info(2, 4, 1))
+        self.assertEqual(dict(none, num_pfs=1, num_vfs=4),
+                         devices.pci_info(1, 4, 0))
 
     def test_fpgas_first_then_the_migratable_pf(self):
-        host = compute_host.simulated_host(1, 4, 1)
+        host = devices.simulated_host(1, 4, 1)
         roots = [f for f in host.functions.values() if f.physfn is None]
         self.assertEqual(['0000:81:00.0', '0000:81:01.0'],
                          [f.address for f in roots])
@@ -46,16 +47,16 @@ class MigratableDevicesTest(testtools.TestCase):
                          [plain.virtfns[i] for i in sorted(plain.virtfns)])
         # The FPGA keeps the addresses it had without the new PF.
         self.assertEqual(
-            [f.address for f in compute_host.simulated_host(
+            [f.address for f in devices.simulated_host(
                 1, 4).functions.values()],
             [a for a in host.functions if a.startswith('0000:81:00.')])
 
     def test_at_most_four_vfs_per_fpga(self):
-        host = compute_host.simulated_host(2, 8)
+        host = devices.simulated_host(2, 8)
         self.assertEqual(['0000:81:00.0', '0000:81:01.0'], host.fpga_pfs())
         self.assertEqual(
             'an FPGA card has at most 4 ports',
-            str(self.assertRaises(ValueError, compute_host.simulated_host,
+            str(self.assertRaises(ValueError, devices.simulated_host,
                                   1, 5)).split(': ', 1)[1].split(',')[0])
         self.assertRaises(ValueError, layout_mod.check_fpgas, 2, 10)
         layout_mod.check_fpgas(2, 9)  # 4 a PF: the ninth VF is dropped
@@ -66,13 +67,14 @@ class MigratableDevicesTest(testtools.TestCase):
             root=self.useFixture(fixtures.TempDir()).path, port_base=31000)
         conf = configparser.RawConfigParser(strict=True)
         conf.read(configs.sidecar(layout, 'compute1', '/sys-root'))
-        self.assertEqual('fpga,pci', conf.get('sidecar', 'enabled_drivers'))
+        self.assertEqual('fpga,pci,gpu',
+                         conf.get('sidecar', 'enabled_drivers'))
         [spec] = pci.DeviceSpec.parse(conf.get('pci', 'device_spec'))
         self.assertTrue(spec.live_migratable)
         self.assertEqual(configs.MIGRATABLE_RC, spec.resource_class)
         self.assertTrue(json.loads(conf.get('pci', 'device_spec'))[
             'live_migratable'])
-        host = compute_host.simulated_host(1, 4, 1)
+        host = devices.simulated_host(1, 4, 1)
         self.assertEqual(['0000:81:01.0'], [
             f.address for f in host.functions.values()
             if f.physfn is None and spec.matches(f)])

@@ -6,7 +6,7 @@ import types
 import fixtures
 import testtools
 
-from localcloud import compute_host
+from localcloud import devices
 from localcloud import layout as layout_mod
 from localcloud import stress
 
@@ -18,7 +18,7 @@ class CardTest(testtools.TestCase):
     def test_port_of_each_attach_handle(self):
         layout = layout_mod.Layout(
             root=self.useFixture(fixtures.TempDir()).path, port_base=31000)
-        host = compute_host.simulated_host(1, 4, 1)
+        host = devices.simulated_host(1, 4, 1)
         host.write(layout.path('hosts', 'compute1', 'sys'))
         host.set_function_id('0000:81:00.3', F)
         runner = types.SimpleNamespace(layout=layout)
