@@ -53,6 +53,7 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
+from nova_cyborg.virt import guest_power
 
 LOG = logging.getLogger(__name__)
 
@@ -337,13 +338,22 @@ def confirm(context, instance):
     retire(context, instance, arq_uuids)
 
 
-def revert_at_destination(context, instance, migration=None):
+def _holds_mdevs(client, instance):
+    return any(arq.get('attach_handle_type') == 'MDEV'
+               for arq in client.get_arqs_for_instance(instance.uuid))
+
+
+def revert_at_destination(context, instance, migration=None, driver=None):
     """The move is reverted: the destination's ARQs go, so that the parked
     ones can be bound again on the source. Called before anything of the
-    destination (networks, guest, disks) is torn down.
+    destination (networks, guest, disks) is torn down. A guest with a
+    vGPU is powered off first (with ``driver``): a running guest holds its
+    mdevs, which Cyborg's delete removes (:mod:`nova_cyborg.virt.
+    guest_power`); it is started again if the ARQs stay.
 
     :param migration: the nova.objects.Migration being reverted (status
         ``reverting``).
+    :param driver: the compute host's virt driver.
     :returns: True to go on with the revert. False if it must not start:
         the destination's ARQs could not be deleted (Cyborg unreachable).
         Nothing changed then: the migration is ``finished`` again, the
@@ -354,10 +364,19 @@ def revert_at_destination(context, instance, migration=None):
     """
     if not (parked(instance) or _profile(instance.flavor)):
         return True
+    client = nc_client.get_client(context)
+    stopped = False
     try:
-        nc_client.get_client(context).delete_arqs_for_instance(
-            instance.uuid)
+        if driver is not None and _holds_mdevs(client, instance):
+            stopped = guest_power.stop(driver, instance)
+            if stopped:
+                LOG.info('Powered the guest off: its vGPUs go with the '
+                         'destination\'s accelerator requests',
+                         instance=instance)
+        client.delete_arqs_for_instance(instance.uuid)
     except exception.CyborgError as e:
+        if stopped:
+            guest_power.start(driver, instance)
         error = exception.RevertNotStarted(error=e)
         LOG.error('%s', error.format_message(), instance=instance)
         if migration is not None:

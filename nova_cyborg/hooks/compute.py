@@ -219,9 +219,10 @@ def confirm_move(context, instance):
     move.confirm(context, instance)
 
 
-def revert_at_destination(context, instance, migration):
+def revert_at_destination(context, instance, migration, driver=None):
     """Called by ``ComputeManager.revert_resize()`` on the destination
-    before anything there is torn down: the destination's ARQs go.
+    before anything there is torn down: the destination's ARQs go (a
+    guest with a vGPU powered off first, with the virt ``driver``).
 
     :returns: False if they could not be deleted: the revert returns at
         once, nothing changed, the server still in VERIFY_RESIZE on the
@@ -229,7 +230,7 @@ def revert_at_destination(context, instance, migration):
         be asked for again (:func:`nova_cyborg.move.revert_at_destination`).
         True otherwise, and for a server without accelerators.
     """
-    return move.revert_at_destination(context, instance, migration)
+    return move.revert_at_destination(context, instance, migration, driver)
 
 
 def rebind_at_source(virtapi, context, instance):

@@ -9,23 +9,15 @@ GPU; its allocation is that vGPU. Once the owner has deleted it: no ARQ,
 no allocation, no domain, and the mdev is removed from the host.
 
 The admin cold-migrates such a server and confirms: its mdev on the new
-host, none left on the old. Every wait has a deadline (``base``).
+host, none left on the old; or reverts: back on its host, with the mdev of
+its ARQ bound there again, none left on the other. Every wait has a
+deadline (``base``).
 """
 
 from xml.etree import ElementTree
 
 from tests.cloud import base
 from tests.cloud import churn
-
-#: Why the revert of a vGPU server's cold migration is not tested yet.
-REVERT_DEFECT = (
-    'known defect: nova_cyborg.move deletes the destination\'s ARQs '
-    'before the destination guest, still running in VERIFY_RESIZE, is '
-    'destroyed; the sidecar refuses to remove the mdev a running guest '
-    'holds (DeviceBusy), Cyborg 17 answers 500 (UnbindFailed) and the '
-    'revert does not start ("The revert did not start: the accelerator '
-    'requests of the destination could not be deleted"); the server '
-    'stays in VERIFY_RESIZE. Measured on the 2026.2 local cloud.')
 
 
 class VgpuServerTest(base.CloudTestCase):
@@ -94,7 +86,6 @@ class VgpuServerTest(base.CloudTestCase):
         self.wait_no_problems(server_id, profile, 'moved with its vGPU')
 
     def test_cold_migration_reverted(self):
-        self.skipTest(REVERT_DEFECT)
         profile = self._profile_of(base.VGPU_GROUPS)
         server_id = self.boot(self.create_flavor(profile))['id']
         source = self.settled(server_id, 'ACTIVE')

@@ -82,9 +82,11 @@ class LiveMigrateVFTest(VFHosts):
         return [i.uuid for i in found]
 
 
-class LiveMigrateVGPUTest(live_base.LiveMigrationBase):
-    """A vGPU (nvidia-11 of fakelibvirt's GPU) of the sidecar's GPU
-    driver, its type in ``[gpu] live_migratable_mdev_types``."""
+class VGPUHosts(live_base.LiveMigrationBase):
+    """Two hosts with a vGPU-capable GPU (nvidia-11 of fakelibvirt's) of
+    the sidecar's GPU driver, its type in ``[gpu]
+    live_migratable_mdev_types``; the owner's server with a vGPU on
+    one."""
 
     def setUp(self):
         super().setUp()
@@ -140,6 +142,9 @@ class LiveMigrateVGPUTest(live_base.LiveMigrationBase):
 
     def mdev_exists(self, hostname, mdev_uuid):
         return bool(self._mdev_names(hostname, mdev_uuid))
+
+
+class LiveMigrateVGPUTest(VGPUHosts):
 
     def test_there_and_back(self):
         (arq,) = self.assert_on_host(self.server, self.src, self.dst)

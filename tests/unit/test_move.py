@@ -549,6 +549,71 @@ class RevertTest(MoveTestBase):
         self.assertTrue(move.revert_at_destination(
             self.context, self.instance, mock.Mock()))
 
+    def _driver(self, active=True):
+        driver = mock.Mock()
+        guest = driver._host.get_guest.return_value
+        guest.is_active.return_value = active
+        return driver, guest
+
+    def test_vgpu_guest_powered_off_before_the_delete(self):
+        # A running guest holds its mdev: Cyborg's delete (the sidecar's
+        # removal) would fail under it.
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        driver, guest = self._driver()
+        order = mock.Mock()
+        order.attach_mock(guest.poweroff, 'poweroff')
+        order.attach_mock(self.cyclient.delete_arqs_for_instance, 'delete')
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance, mock.Mock(), driver))
+        self.assertEqual([mock.call.poweroff(), mock.call.delete(uuids.inst)],
+                         order.mock_calls)
+        guest.launch.assert_not_called()
+
+    def test_vgpu_guest_started_again_when_the_arqs_stay(self):
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        self.cyclient.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='unreachable'))
+        driver, guest = self._driver()
+        with mock.patch.object(move, '_record_failure'):
+            self.assertFalse(move.revert_at_destination(
+                self.context, self.instance, mock.Mock(), driver))
+        guest.poweroff.assert_called_once_with()
+        guest.launch.assert_called_once_with()
+
+    def test_pci_guest_left_running(self):
+        # A VF's unbind needs nothing of the guest: it is destroyed by the
+        # revert itself, after the delete.
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.a0, 'attach_handle_type': 'PCI'}]
+        driver, guest = self._driver()
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance, mock.Mock(), driver))
+        guest.poweroff.assert_not_called()
+
+    def test_stopped_vgpu_guest_not_started(self):
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        self.cyclient.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='unreachable'))
+        driver, guest = self._driver(active=False)
+        with mock.patch.object(move, '_record_failure'):
+            self.assertFalse(move.revert_at_destination(
+                self.context, self.instance, mock.Mock(), driver))
+        guest.poweroff.assert_not_called()
+        guest.launch.assert_not_called()
+
+    def test_cyborg_unreachable_before_anything_is_stopped(self):
+        self.cyclient.get_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='get', msg='unreachable'))
+        driver, guest = self._driver()
+        with mock.patch.object(move, '_record_failure'):
+            self.assertFalse(move.revert_at_destination(
+                self.context, self.instance, mock.Mock(), driver))
+        guest.poweroff.assert_not_called()
+        self.cyclient.delete_arqs_for_instance.assert_not_called()
+
     def test_rebind_at_source(self):
         self.instance.system_metadata = dict(SOURCE_PARKED, other='kept')
         move.rebind_at_source(self.virtapi, self.context, self.instance)
