@@ -9,11 +9,14 @@ period: one compute on each release), then the other.
 
 Before: servers of an owner, with an FPGA (booted; booted and resized),
 with a vGPU (an mdev the sidecar created on the host's GPU; one server
-booted for each kind of :data:`OTHER_DEVICES`) and without (one
-live-migrated, one given an accelerator afterwards).
+booted for each kind of :data:`OTHER_DEVICES`), with a live-migratable
+VF (the sidecar's pci driver's, which goes to Cyborg 16 as type GPU;
+live-migrated) and without (one given an accelerator afterwards).
 The FPGA server is resized by the admin, another project's (on Cyborg
 16 the bind then needs the bare ``OpenStack-API-Version: 2.1``). During
-the mixed period and after: every server ACTIVE for its owner and
+the mixed period and after (no device reported anew when a sidecar is
+unpinned: the VFs' type turns from GPU to PCI in place): every server
+ACTIVE for its owner and
 for the admin (another project), its domain on its host with exactly its
 Bound ARQs' devices, those ARQs Bound on its host and the devices'
 allocations on their providers (``churn.server_problems``), and each
@@ -28,7 +31,9 @@ Skipped unless the cloud runs 2026.1 everywhere and
 """
 
 import os
+import re
 
+from localcloud import configs
 from localcloud import release
 from tests.cloud import base
 from tests.cloud import churn
@@ -147,6 +152,13 @@ class SlurpUpgradeTest(base.CloudTestCase):
             'server %s live-migrated from %s' % (server_id, before))
         self.wait_settled(server_id)
 
+    def assertNothingReportedAnew(self, out):
+        """No device came as new when a sidecar was unpinned (its first
+        2026.2 report): Cyborg 16 had them all."""
+        self.assertIn('newly reported', out)
+        self.assertEqual([], re.findall(r'\b([1-9]\d*) newly reported', out),
+                         out)
+
     def upgrade(self, *args):
         return self.localcloud('upgrade', '--to-env', TO_ENV, *args)
 
@@ -168,7 +180,10 @@ class SlurpUpgradeTest(base.CloudTestCase):
             others.append(self.boot(self.create_flavor(other))['id'])
         resized = self.boot(fpga)['id']
         self.resize(resized, fpga_big)
-        migrated = self.boot(plain)['id']
+        vf = self._profile_of([{'resources:%s' % configs.MIGRATABLE_RC:
+                                '1'}])
+        self.resource_classes[vf] = configs.MIGRATABLE_RC
+        migrated = self.boot(self.create_flavor(vf, 256))['id']
         self.live_migrate(migrated)
         added = self.boot(plain)['id']
         self.action(added, {'addAccelerator': {'device_profile': profile}},
@@ -179,9 +194,8 @@ class SlurpUpgradeTest(base.CloudTestCase):
         self.wait_settled(added)
         expected = {s: self.devices(s)
                     for s in [booted, resized, migrated, added] + others}
-        for server_id in [booted, resized, added] + others:
+        for server_id in expected:
             self.assertEqual(1, len(expected[server_id]), server_id)
-        self.assertEqual(set(), expected[migrated])
         self.check(expected, 'on 2026.1')
 
         # The control plane and one compute: the mixed period.
@@ -192,11 +206,13 @@ class SlurpUpgradeTest(base.CloudTestCase):
             {release.of(self.layout.load(self.layout.root).python_for(h))
              .name for h in self.layout.hosts}, out)
         self.check(expected, 'mixed period:\n' + out)
+        self.assertNothingReportedAnew(out)
 
         # The other compute.
         out = self.upgrade()
         self.assertIn('every service but', out)
         self.check(expected, 'on 2026.2:\n' + out)
+        self.assertNothingReportedAnew(out)
 
         # After: hard reboot, cold migration, delete; nothing left.
         for server_id in expected:
