@@ -21,6 +21,8 @@ import testtools
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
+from nova_cyborg import bookkeeping
+from tests.cloud import churn
 from tests import waiting
 
 #: Seconds a wait for a state lasts at most.
@@ -190,6 +192,35 @@ class CloudTestCase(testtools.TestCase):
             '/accelerator_requests', params={'instance': server_id})
         self.assertEqual(200, response.status_code, response.text)
         return response.json()['arqs']
+
+    def all_arqs(self, server_id):
+        """The server's ARQs under either UUID they may be bound under
+        (its own, its alias: a live migration binds them under the
+        alias)."""
+        return [arq for owner in bookkeeping.owners(server_id)
+                for arq in self.arqs(owner)]
+
+    def assert_nothing_left(self, server_ids, mdevs_before, timeout=60):
+        """Once the servers are deleted: no domain, ARQ or allocation of
+        any, and the hosts' mdevs as ``mdevs_before``
+        (``churn.mdevs(self.sysfs_roots())`` before they were booted)."""
+        def left():
+            domains = churn.read_domains(self.layout.domain_xml_dir)
+            problems = []
+            for server_id in server_ids:
+                problems += churn.gone_problems(
+                    server_id, domains, self.all_arqs(server_id),
+                    self.allocations(server_id))
+            mdevs = churn.mdevs(self.sysfs_roots())
+            if mdevs != mdevs_before:
+                problems.append('mdevs %s, before %s' % (mdevs,
+                                                         mdevs_before))
+            return problems
+        try:
+            wait_until(lambda: not left(), 'nothing left of %s'
+                       % ', '.join(server_ids), timeout=timeout)
+        except AssertionError:
+            self.assertEqual([], left())
 
     def _placement(self, path):
         response = self.admin.placement.get(

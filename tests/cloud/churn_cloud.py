@@ -40,10 +40,6 @@ class ChurnCloudTest(base.CloudTestCase):
             user_domain_name='Default', project_domain_name='Default',
             region_name=base.layout_mod.REGION, identity_interface='public')
 
-    def all_arqs(self, server_id):
-        return [a for owner in churn.owners(server_id)
-                for a in self.arqs(owner)]
-
     def snapshot(self, server_id):
         """What a refused action must not change."""
         view = self.server(server_id)

@@ -16,7 +16,6 @@ reverted leaves no directory on the destination.
 import os
 
 from localcloud import configs
-from nova_cyborg import bookkeeping
 from tests.cloud import base
 
 #: Migrations with their uuid and type.
@@ -46,12 +45,6 @@ class SeparateHostsTest(base.CloudTestCase):
         self.admin.compute.create_flavor_extra_specs(
             flavor, {'accel:device_profile': name})
         return flavor.id
-
-    def all_arqs(self, server_id):
-        """The server's ARQs under either of its owners in Cyborg (a live
-        migration binds them under its alias)."""
-        return [arq for owner in bookkeeping.owners(server_id)
-                for arq in self.arqs(owner)]
 
     def instance_dirs(self, server_id):
         """``{host: [the server's directories in its instances path]}``

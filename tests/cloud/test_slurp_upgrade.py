@@ -73,10 +73,6 @@ class SlurpUpgradeTest(base.CloudTestCase):
                                  json=body)
         self.assertEqual(expect, response.status_code, response.text)
 
-    def all_arqs(self, server_id):
-        return [a for owner in churn.owners(server_id)
-                for a in self.arqs(owner)]
-
     def devices(self, server_id):
         """The devices of the server's Bound ARQs."""
         return {churn.arq_device(a) for a in churn.bound(
@@ -232,19 +228,4 @@ class SlurpUpgradeTest(base.CloudTestCase):
         for server_id in expected:
             self.delete(server_id)
 
-        def left():
-            domains = churn.read_domains(self.layout.domain_xml_dir)
-            problems = []
-            for server_id in expected:
-                problems += churn.gone_problems(
-                    server_id, domains, self.all_arqs(server_id),
-                    self.allocations(server_id))
-            mdevs = churn.mdevs(self.sysfs_roots())
-            if mdevs != mdevs_at_start:
-                problems.append('mdevs %s, at the start %s' % (
-                    mdevs, mdevs_at_start))
-            return problems
-        try:
-            base.wait_until(lambda: not left(), 'nothing left', timeout=60)
-        except AssertionError:
-            self.assertEqual([], left())
+        self.assert_nothing_left(list(expected), mdevs_at_start)

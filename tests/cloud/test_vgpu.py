@@ -27,10 +27,6 @@ class VgpuServerTest(base.CloudTestCase):
         if not self.layout.gpus:
             self.skipTest('the cloud\'s hosts have no GPU (up --gpus 0)')
 
-    def all_arqs(self, server_id):
-        return [a for owner in churn.owners(server_id)
-                for a in self.arqs(owner)]
-
     def mdev_hostdevs(self, server_id):
         """The mdev UUIDs of the domain XML's ``<hostdev type='mdev'>``."""
         root = ElementTree.parse(self.domain_file(server_id)).getroot()
@@ -128,19 +124,4 @@ class VgpuServerTest(base.CloudTestCase):
 
         self.delete(server_id)
 
-        def leftovers():
-            domains = churn.read_domains(self.layout.domain_xml_dir)
-            problems = churn.gone_problems(
-                server_id, domains, self.all_arqs(server_id),
-                self.allocations(server_id))
-            mdevs = churn.mdevs(self.sysfs_roots())
-            if mdevs != mdevs_before:
-                problems.append('mdevs %s, before the boot %s' % (
-                    mdevs, mdevs_before))
-            return problems
-        try:
-            base.wait_until(lambda: not leftovers(),
-                            'nothing left of server %s' % server_id,
-                            timeout=60)
-        except AssertionError:
-            self.assertEqual([], leftovers())
+        self.assert_nothing_left([server_id], mdevs_before)
