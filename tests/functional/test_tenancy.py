@@ -139,8 +139,9 @@ class TenancyTest(attach_base.AttachTestBase):
 
 class ServiceProjectTest(TenancyTest):
     """``[nova_cyborg] arq_project = service`` with a ``[service_user]``
-    that holds Cyborg's ``service`` and ``reader`` roles in its project and
-    not ``admin``: the cloud admin's cold migration and the owner's reboot,
+    that holds Cyborg's ``service`` and ``reader`` roles in its project
+    (with Cyborg 16 ``member`` too: identity.ARQ_SERVICE_ROLES) and not
+    ``admin``: the cloud admin's cold migration and the owner's reboot,
     stop, start and delete keep and then release the devices, every ARQ in
     the service project. (With ``arq_project = server`` such a user could
     neither bind for another project nor see the owner's ARQs.)"""
@@ -150,7 +151,7 @@ class ServiceProjectTest(TenancyTest):
     def _configure_service_user(self):
         super()._configure_service_user()
         self.flags(token=identity.make_token(
-            'nova', identity.SERVICE_PROJECT_ID, ['service', 'reader']),
+            'nova', identity.SERVICE_PROJECT_ID, identity.ARQ_SERVICE_ROLES),
             group='service_user')
         self.flags(arq_project='service', group='nova_cyborg')
 

@@ -15,6 +15,7 @@ client sent, so that they cannot be spoofed.
 Stdlib only: both the Nova and the Cyborg side of the harness use it.
 """
 
+from importlib import metadata
 import json
 import uuid
 
@@ -74,6 +75,20 @@ def project_id(name):
 
 ADMIN_PROJECT_ID = project_id('admin-project')
 SERVICE_PROJECT_ID = project_id('service')
+
+
+def _cyborg_major():
+    return int(metadata.version('openstack-cyborg').split('.')[0])
+
+
+#: The roles Nova's service user holds in its own project with
+#: ``[nova_cyborg] arq_project = service`` (doc/source/configuration.rst):
+#: Cyborg's ``service`` role (create, bind, unbind, delete: Cyborg 17's
+#: ``cyborg:arq:create`` is ``project_member_or_service``) and ``reader``
+#: (list). Cyborg 16's ``cyborg:arq:create`` is ``project_member_or_admin``
+#: (cyborg/common/policy.py): there it needs ``member`` too.
+ARQ_SERVICE_ROLES = ['service', 'reader'] + (
+    ['member'] if _cyborg_major() < 17 else [])
 ADMIN_TOKEN = make_token('admin', ADMIN_PROJECT_ID,
                          ['admin', 'member', 'reader'])
 SERVICE_TOKEN = make_token('nova', SERVICE_PROJECT_ID, ['service', 'admin'])
