@@ -376,7 +376,7 @@ def revert_at_destination(context, instance, migration=None, driver=None):
         client.delete_arqs_for_instance(instance.uuid)
     except exception.CyborgError as e:
         if stopped:
-            guest_power.start(driver, instance)
+            guest_power.start(driver, context, instance)
         error = exception.RevertNotStarted(error=e)
         LOG.error('%s', error.format_message(), instance=instance)
         if migration is not None:

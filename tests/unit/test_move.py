@@ -13,6 +13,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_cyborg import client
 from nova_cyborg import exception
 from nova_cyborg import move
+from nova_cyborg.virt import guard
 
 DP = 'accel:device_profile'
 PARKED = move.PARKED_PREFIX
@@ -549,6 +550,10 @@ class RevertTest(MoveTestBase):
         self.assertTrue(move.revert_at_destination(
             self.context, self.instance, mock.Mock()))
 
+    def _arqs(self, handle_type):
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.a0, 'attach_handle_type': handle_type}]
+
     def _driver(self, active=True):
         driver = mock.Mock()
         guest = driver._host.get_guest.return_value
@@ -558,8 +563,7 @@ class RevertTest(MoveTestBase):
     def test_vgpu_guest_powered_off_before_the_delete(self):
         # A running guest holds its mdev: Cyborg's delete (the sidecar's
         # removal) would fail under it.
-        self.cyclient.get_arqs_for_instance.return_value = [
-            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        self._arqs('MDEV')
         driver, guest = self._driver()
         order = mock.Mock()
         order.attach_mock(guest.poweroff, 'poweroff')
@@ -571,30 +575,47 @@ class RevertTest(MoveTestBase):
         guest.launch.assert_not_called()
 
     def test_vgpu_guest_started_again_when_the_arqs_stay(self):
-        self.cyclient.get_arqs_for_instance.return_value = [
-            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        self._arqs('MDEV')
         self.cyclient.delete_arqs_for_instance.side_effect = (
             exception.CyborgError(op='delete', msg='unreachable'))
         driver, guest = self._driver()
-        with mock.patch.object(move, '_record_failure'):
+        # Started through the guard, as every start: with the devices of
+        # the ARQs still Bound here.
+        with mock.patch.object(move, '_record_failure'), \
+                mock.patch('nova_cyborg.virt.guard.checked_guest',
+                           side_effect=lambda d, c, i, g: g) as checked:
             self.assertFalse(move.revert_at_destination(
                 self.context, self.instance, mock.Mock(), driver))
         guest.poweroff.assert_called_once_with()
+        checked.assert_called_once_with(driver, self.context, self.instance,
+                                        guest)
         guest.launch.assert_called_once_with()
+
+    def test_vgpu_guest_left_off_when_its_devices_cannot_be_checked(self):
+        self._arqs('MDEV')
+        self.cyclient.delete_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='delete', msg='unreachable'))
+        driver, guest = self._driver()
+        with mock.patch.object(move, '_record_failure'), \
+                mock.patch('nova_cyborg.virt.guard.checked_guest',
+                           side_effect=guard.GuestDevicesUnchecked(
+                               reason='Cyborg unreachable')):
+            self.assertFalse(move.revert_at_destination(
+                self.context, self.instance, mock.Mock(), driver))
+        guest.poweroff.assert_called_once_with()
+        guest.launch.assert_not_called()
 
     def test_pci_guest_left_running(self):
         # A VF's unbind needs nothing of the guest: it is destroyed by the
         # revert itself, after the delete.
-        self.cyclient.get_arqs_for_instance.return_value = [
-            {'uuid': uuids.a0, 'attach_handle_type': 'PCI'}]
+        self._arqs('PCI')
         driver, guest = self._driver()
         self.assertTrue(move.revert_at_destination(
             self.context, self.instance, mock.Mock(), driver))
         guest.poweroff.assert_not_called()
 
     def test_stopped_vgpu_guest_not_started(self):
-        self.cyclient.get_arqs_for_instance.return_value = [
-            {'uuid': uuids.a0, 'attach_handle_type': 'MDEV'}]
+        self._arqs('MDEV')
         self.cyclient.delete_arqs_for_instance.side_effect = (
             exception.CyborgError(op='delete', msg='unreachable'))
         driver, guest = self._driver(active=False)
