@@ -13,7 +13,10 @@ cards), its ``pci`` driver the plain PFs' live-migratable VFs.
 When Cyborg binds a VGPU accelerator request, the sidecar creates the
 ARQ's mdev (``create_vgpu_mdev``) by writing its UUID to the type's
 ``create`` attribute, and removes it when the request is unbound (the
-server deleted or moved away) by writing ``1`` to the mdev's ``remove``.
+server deleted or moved away) by writing ``1`` to the mdev's ``remove``
+(the kernel's Documentation/ABI/testing/sysfs-bus-vfio-mdev and
+Documentation/driver-api/vfio-mediated-device.rst; a type without an
+available instance refuses ``create``).
 On a real host the kernel then adds or removes the mdev's directories in
 sysfs and libvirtd shows or drops the node device
 ``mdev_<uuid>_<parent>``, which Nova looks up before it defines the
