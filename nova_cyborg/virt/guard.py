@@ -26,8 +26,12 @@ starts the existing definition again). It returns the XML to define:
 
 A server without accelerators and without a ``<hostdev>`` costs a
 substring test; one with Nova's own PCI devices is compared with its
-claims, without asking Cyborg. Nova's own vGPUs (a flavor asking for
-``VGPU``) are Nova's to manage: their mdevs are never treated as strays.
+claims, without asking Cyborg. Mediated devices are Nova's to manage
+wherever Nova may have made them: every mdev of a server without
+accelerators, and on a server with accelerators every mdev when its flavor
+asks for a resource class the libvirt driver serves with mdevs (``VGPU``,
+or any ``[mdev_<type>] mdev_class``, ``CUSTOM_*`` included); they are
+never treated as strays.
 """
 
 import re
@@ -54,7 +58,10 @@ EVENT_ADDED = 'nova_cyborg_added_missing_devices'
 #: The instance action the events go under when the start was not asked
 #: by a request that has one (a host boot).
 ACTION = 'nova_cyborg_check_devices'
-_VGPU = re.compile(r'^resources[\w-]*:VGPU$')
+#: A flavor's resource request: ``resources[<suffix>]:<class>``.
+_RESOURCE = re.compile(r'^resources[\w-]*:(?P<rc>[A-Z0-9_]+)$')
+#: Nova's libvirt driver serves VGPU with mdevs whatever its configuration.
+_VGPU = 'VGPU'
 
 
 class GuestDevicesUnchecked(nova_exception.NovaException):
@@ -100,10 +107,35 @@ def _nova_pci(instance):
             for dev in instance.get_pci_devices()}
 
 
-def _nova_vgpu(instance):
+def _mdev_classes(driver):
+    """The resource classes ``driver`` gives guests as mediated devices:
+    VGPU and every ``[mdev_<type>] mdev_class`` it was configured with
+    (``LibvirtDriver._get_supported_mdev_resource_classes``)."""
+    supported = getattr(driver, '_get_supported_mdev_resource_classes',
+                        None)
+    classes = set(supported() or ()) if supported else set()
+    return classes | {_VGPU}
+
+
+def _nova_mdevs(driver, instance):
+    """True if Nova may give the guest mediated devices itself.
+
+    Always for a server without accelerators: nova-cyborg gave it none, so
+    any mdev its definition holds is Nova's (a vGPU or a generic-class
+    mdev). For a server with accelerators, when its flavor asks for a
+    resource class the driver serves with mdevs.
+    """
+    if not bookkeeping.has_accelerators(instance):
+        return True
     flavor = instance.flavor
-    return bool(flavor and any(_VGPU.match(key) and value != '0'
-                               for key, value in flavor.extra_specs.items()))
+    if not flavor:
+        return False
+    classes = _mdev_classes(driver)
+    for key, value in flavor.extra_specs.items():
+        match = _RESOURCE.match(key)
+        if match and match.group('rc') in classes and value != '0':
+            return True
+    return False
 
 
 def strays_and_missing(present, arqs, nova_pci, nova_vgpu):
@@ -112,7 +144,8 @@ def strays_and_missing(present, arqs, nova_pci, nova_vgpu):
     :param present: device keys in the definition.
     :param arqs: the validated ARQs Bound to this host.
     :param nova_pci: keys of Nova's own PCI claims.
-    :param nova_vgpu: True if Nova gives the guest vGPUs itself.
+    :param nova_vgpu: True if Nova gives the guest mediated devices itself
+        (its vGPUs or generic-class mdevs): no mdev is a stray.
     :returns: (stray keys, ARQs whose device is missing), both sorted.
     """
     given = {_arq_key(arq): arq for arq in arqs}
@@ -170,7 +203,7 @@ def checked_xml(driver, context, instance, xml, asked=None):
         arqs = _bound_here(context, driver, instance)
         strays, missing = strays_and_missing(
             present, arqs, _nova_pci(instance) if present else set(),
-            _nova_vgpu(instance))
+            _nova_mdevs(driver, instance))
         if not strays and not missing:
             return xml
         added = [nc_libvirt.hostdev_config(arq).format_dom()

@@ -120,6 +120,9 @@ class CheckedXmlTestCase(testtools.TestCase):
         self.useFixture(fakelibvirt.LibvirtFixture())
         self.driver = mock.Mock()
         self.driver.get_available_nodes.return_value = ['compute-1.example']
+        # [mdev_nvidia-35] mdev_class = CUSTOM_NOTVGPU, as Nova 34 allows.
+        self.driver._get_supported_mdev_resource_classes.return_value = {
+            'VGPU', 'CUSTOM_NOTVGPU'}
         self.context = mock.Mock(request_id='req-1')
         self.flavor = objects.Flavor(extra_specs={})
         self.instance = mock.Mock(
@@ -164,6 +167,40 @@ class CheckedXmlTestCase(testtools.TestCase):
         # Everything else is kept.
         self.assertIn('<interface type="hostdev">', checked)
         self.assertIn('<disk type="file"/>', checked)
+
+    def test_novas_generic_mdev_of_a_server_without_accelerators(self):
+        # A flavor asking resources:CUSTOM_NOTVGPU=1: Nova made the mdev.
+        self.flavor.extra_specs['resources:CUSTOM_NOTVGPU'] = '1'
+        xml = domain(mdev('4156e4a5-5d1c-4d4e-b1f1-2a4b5c6d7e8f'))
+        self.assertIs(xml, self.check(xml))
+        self.get_client.assert_not_called()
+        self.record.assert_not_called()
+
+    def test_any_mdev_of_a_server_without_accelerators_is_novas(self):
+        # Whatever Nova's configuration: nova-cyborg gave it none.
+        self.driver._get_supported_mdev_resource_classes.return_value = set()
+        xml = domain(mdev('4156e4a5-5d1c-4d4e-b1f1-2a4b5c6d7e8f'),
+                     hostdev(NOVA_PCI))
+        self.assertIs(xml, self.check(xml))
+        self.get_client.assert_not_called()
+
+    def test_generic_mdev_beside_accelerators_is_novas(self):
+        self.with_profile()
+        self.flavor.extra_specs['resources1:CUSTOM_NOTVGPU'] = '1'
+        nova_mdev = mdev('4156e4a5-5d1c-4d4e-b1f1-2a4b5c6d7e8f')
+        xml = domain(hostdev(ACCEL), nova_mdev)
+        self.assertIs(xml, self.check(xml))
+
+    def test_mdev_of_a_class_nova_does_not_serve_is_a_stray(self):
+        # A server with accelerators whose flavor asks for no mdev class
+        # the driver serves: an mdev nothing gives it is removed.
+        self.with_profile()
+        self.flavor.extra_specs['resources:CUSTOM_OTHER'] = '1'
+        checked = self.check(domain(
+            hostdev(ACCEL), mdev('4156e4a5-5d1c-4d4e-b1f1-2a4b5c6d7e8f')))
+        self.assertEqual({dd.pci_key(*ACCEL)}, dd.keys_in(checked))
+        self.record.assert_called_once_with(
+            self.context, self.instance, guard.EVENT_REMOVED)
 
     def test_server_with_accelerators_keeps_its_bound_arqs(self):
         self.with_profile()
