@@ -168,16 +168,54 @@ def start_binding(bind, context, instance, hostname, request_spec,
 
 def _bind_copies(bind, context, instance, hostname, request_spec,
                  requested_networks):
-    """The worker: ``bind`` on the copies, recording nothing."""
-    return bind(context, instance, hostname, request_spec,
-                requested_networks, record=False)
+    """The worker: ``bind`` on the copies, recording nothing.
+
+    :returns: (the UUIDs of the bound ARQs, {port ID: ARQ UUID} of the
+        ports with a device profile): ``bind`` sets ``arq_uuid`` on the
+        copies of the requested networks, which the conductor's thread
+        must give its own (:func:`join_binding`).
+    """
+    uuids = bind(context, instance, hostname, request_spec,
+                 requested_networks, record=False)
+    return uuids, port_arqs(requested_networks)
+
+
+def port_arqs(requested_networks):
+    """{port ID: ARQ UUID} of the requested networks given an ARQ."""
+    return {net.port_id: net.arq_uuid for net in requested_networks or []
+            if net.port_id and net.obj_attr_is_set('arq_uuid') and
+            net.arq_uuid}
 
 
 def take_binding(instance_uuid):
     """The bind started for the server, or None; ``.result()`` waits for
-    it: the UUIDs of the bound ARQs, or what it raised."""
+    it: (the UUIDs of the bound ARQs, {port ID: ARQ UUID}), or what it
+    raised."""
     with _lock:
         return _binding.pop(instance_uuid, None)
+
+
+def join_binding(instance_uuid, requested_networks):
+    """Wait for the bind started for the server (:func:`start_binding`).
+
+    The ARQ UUIDs the bind gave the ports with a device profile are set on
+    ``requested_networks``, the conductor's own objects that go to
+    nova-compute with the build (its port bindings and the guest's
+    interfaces need them), as upstream's bind in the conductor's thread
+    set them.
+
+    :returns: the UUIDs of the bound ARQs, or None when no bind was
+        started for the server.
+    :raises: what the bind raised.
+    """
+    started = take_binding(instance_uuid)
+    if started is None:
+        return None
+    uuids, given = started.result()
+    for net in requested_networks or []:
+        if net.port_id in given:
+            net.arq_uuid = given[net.port_id]
+    return uuids
 
 
 def discard(context, instance_uuids):
@@ -193,7 +231,7 @@ def discard(context, instance_uuids):
             bound = _binding.pop(instance_uuid, None)
         try:
             # A failed bind deleted its ARQs and freed the allocation.
-            uuids = bound.result() if bound else []
+            uuids = list(bound.result()[0]) if bound else []
             if created:
                 uuids += [arq.get('uuid') for arq in created.result()]
         except Exception:  # noqa: B902 (raised to nobody: it had no use)

@@ -30,11 +30,13 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
         created here.
 
     For a first build, :func:`start_binding` started this already in a
-    thread: it is joined here.
+    thread: it is joined here, and the ARQs it gave ports with a device
+    profile are set on ``requested_networks`` (the objects sent to
+    nova-compute).
     """
-    started = early_arqs.take_binding(instance.uuid)
+    started = early_arqs.join_binding(instance.uuid, requested_networks)
     if started is not None:
-        return started.result()
+        return started
     return conductor.create_and_bind_arqs(
         context, instance, hostname, request_spec, requested_networks)
 

@@ -162,6 +162,30 @@ class EarlyArqsTest(test_conductor.CreateAndBindTest):
         save.assert_called_once_with()
         manager._set_vm_state_and_notify.assert_called_once()
 
+    def test_port_arq_reaches_the_conductors_networks(self):
+        # The worker binds on copies: the ARQ UUID it gives a port with a
+        # device profile must reach the conductor's own requested
+        # networks, which go to nova-compute with the build (the port's
+        # binding profile and the guest's interface need it).
+        self.instance.flavor.extra_specs = {}
+        self.requests.post(ARQS, status_code=201, json={'arqs': [
+            test_client._arq(uuids.p0, 0)]})
+        self.spec.requested_resources = [objects.RequestGroup(
+            requester_id='device_profile_0' + uuids.port,
+            provider_uuids=[uuids.rp0])]
+        nets = objects.NetworkRequestList(objects=[
+            objects.NetworkRequest(port_id=uuids.port, device_profile='dp1'),
+            objects.NetworkRequest(port_id=uuids.plain)])
+        hooks.start_binding(self.context, self.instance, 'node1', self.spec,
+                            nets)
+        self.assertFalse(nets[0].obj_attr_is_set('arq_uuid'))
+        self.assertEqual([uuids.p0], hooks.create_and_bind_arqs(
+            self.context, self.instance, 'node1', self.spec, nets))
+        self.assertEqual(uuids.p0, nets[0].arq_uuid)
+        self.assertFalse(nets[1].obj_attr_is_set('arq_uuid'))
+        self.assertEqual([('POST', None), ('PATCH', None)], self.methods())
+        self.assertEqual({}, early_arqs._binding)
+
     def test_bind_not_joined_is_deleted(self):
         self.start_binding()
         early_arqs.discard(self.context, [uuids.inst])
