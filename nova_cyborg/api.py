@@ -38,6 +38,7 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
+from nova_cyborg import quota
 
 DP_EXTRA_SPEC = 'accel:device_profile'
 
@@ -204,20 +205,27 @@ def _provider_name(context, placement, rp_uuid):
     return resp.json().get('name') or rp_uuid
 
 
-def check_new_flavor(context, flavor):
+def check_new_flavor(context, flavor, instance=None):
     """Check the device profile of a resize's new flavor, if it has one.
 
     Upstream refuses any new flavor with a device profile. Here the
     profile must exist and be well formed, which is checked before the
     resize starts, so the user gets the error (HTTP 400) and not an
-    instance action event.
+    instance action event; and under unified limits the server's project
+    must have room for the new flavor with its profile's devices
+    (:func:`nova_cyborg.quota.check_resize`).
 
-    :raises: OperationRefused naming the profile and what is wrong.
+    :param instance: the server resized (None: no limit is checked).
+    :raises: OperationRefused naming the profile and what is wrong;
+        TooManyInstances (HTTP 403) over the project's limits.
     """
     dp_name = flavor.extra_specs.get(DP_EXTRA_SPEC)
     if not dp_name:
         return
     try:
-        nc_client.get_device_profile_request_groups(context, dp_name)
+        groups = nc_client.get_device_profile_request_groups(context,
+                                                             dp_name)
     except (exception.DeviceProfileError, exception.CyborgError) as e:
         raise exception.OperationRefused(reason=e.format_message())
+    if instance is not None:
+        quota.check_resize(context, instance, flavor, groups)

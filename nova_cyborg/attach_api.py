@@ -24,7 +24,8 @@ work happens in nova-compute and is recorded as the instance action
 * 404: no such server.
 * 409: server locked, not ACTIVE or SHUTOFF, or busy with another task
   (an attach or detach under way included); the server's nova-compute
-  does not serve these actions (not patched by nova-cyborg, see
+  does not serve these actions (not patched by nova-cyborg, or older
+  than the action needs or ``[upgrade_levels] nova_cyborg`` allows, see
   :mod:`nova_cyborg.rpc`) or does not answer; a running server that already
   has accelerators (stop it first); a profile attached already (add) or
   not attached (remove); removing a mediated device from a running server
@@ -58,6 +59,7 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import policies
+from nova_cyborg import quota
 from nova_cyborg import request_groups
 from nova_cyborg import rpc
 
@@ -165,12 +167,13 @@ def _start(context, instance, method, action, dp_name):
     """Set the task state, record the action, hand over to the compute."""
     # Placement first: an unpatched compute is not asked anything.
     capability.check_attach(context, instance)
-    rpc.check_compute(context, instance.host)
+    # The context targets the server's cell: its message queue.
+    cap = rpc.check_compute(context, instance.host, method)
     instance.task_state = rpc.TASK_STATES[method]
     instance.save(expected_task_state=[None])
     objects.InstanceAction.action_start(context, instance.uuid, action,
                                         want_result=False)
-    rpc.cast(context, instance, method, dp_name)
+    rpc.cast(context, instance, method, dp_name, cap)
 
 
 class AcceleratorAPI(object):
@@ -191,6 +194,8 @@ class AcceleratorAPI(object):
         request_groups.check_limit(dp_name, request_groups.count(groups),
                                    _server_count(context, instance))
         check_offered(context, instance, dp_name)
+        # Under unified limits, as a boot with the profile would be.
+        quota.check_attach(context, instance, groups)
         if instance.vm_state == vm_states.ACTIVE:
             if nc_client.get_client(context).get_arqs_for_instance(
                     arq_owner(instance)):
@@ -236,6 +241,8 @@ class AcceleratorActionsController(wsgi.Controller):
             method(context, server, dp_name)
         except nova_exception.InstanceIsLocked as e:
             raise exc.HTTPConflict(explanation=e.format_message())
+        except nova_exception.OverQuota as e:
+            raise exc.HTTPForbidden(explanation=e.format_message())
         except nova_exception.InstanceInvalidState as state_error:
             common.raise_http_conflict_for_instance_invalid_state(
                 state_error, action, server_id)

@@ -45,14 +45,17 @@ def check_unshelve_host(context, instance, host):
     api.check_unshelve_host(context, instance, host)
 
 
-def check_new_flavor(context, flavor):
+def check_new_flavor(context, flavor, instance=None):
     """Called by ``API.resize()`` for the new flavor (upstream refuses one
     with a device profile).
 
     :param flavor: the new nova.objects.Flavor.
-    :raises: DeviceProfileError if its device profile is invalid.
+    :param instance: the server resized; under unified limits its project
+        must have room for the profile's devices.
+    :raises: OperationRefused if its device profile is invalid;
+        TooManyInstances over the project's limits.
     """
-    api.check_new_flavor(context, flavor)
+    api.check_new_flavor(context, flavor, instance)
 
 
 def delete_arqs_before_host(context, instance_uuid):
