@@ -6,18 +6,29 @@ and the RPC that hands the work to the server's compute.
 
 RPC: the actions do not use Nova's compute RPC API (its version is Nova's
 to bump). nova-compute serves them on an endpoint of its own,
-:class:`AcceleratorEndpoint`, in namespace ``nova_cyborg`` version
-``1.0``, on the compute topic (patch 0003 adds it to the manager's
-``additional_endpoints``). Before it sets the task state, nova-api asks
-the server's compute, with a ``call``, which version it serves
-(:func:`check_compute`): a compute not patched by nova-cyborg answers
-``UnsupportedVersion`` and the action is refused with 409 naming the host,
-instead of a 202 whose cast the compute would drop with an error in its
-log. A later version of the namespace is used only once
-``can_send_version`` says the compute serves it. A patched compute also
-reports the namespace's version as a trait of its compute node provider,
-which the scheduler and nova-api check for moves of servers with
-accelerators (:mod:`nova_cyborg.capability`).
+:class:`AcceleratorEndpoint`, in namespace ``nova_cyborg`` (versions:
+:data:`VERSIONS`), on the compute topic (patch 0003 adds it to the
+manager's ``additional_endpoints``). The client goes through Nova's
+``rpc.ClientRouter``, as ``nova.compute.rpcapi.ComputeAPI`` does: once
+nova-api has looked the server up, its context targets the server's cell
+(``context.mq_connection``), and the messages go to that cell's message
+queue, where the server's compute listens.
+
+Before it sets the task state, nova-api asks the server's compute, with a
+``call``, which version it serves (:func:`check_compute`): a compute not
+patched by nova-cyborg answers ``UnsupportedVersion`` and the action is
+refused with 409 naming the host, instead of a 202 whose cast the compute
+would drop with an error in its log. The answer caps what is sent to that
+compute (:func:`version_cap`), and ``[upgrade_levels] nova_cyborg`` pins
+the cap for every compute during a rolling upgrade, as Nova's own
+``[upgrade_levels]`` options do: a method is sent only if
+``can_send_version`` says the compute serves it, else the action is
+refused with 409 before the task state is set. Nova's minimum
+nova-compute service version cannot serve as the cap: a patched and an
+unpatched compute report the same one. A patched compute also reports
+its capability versions as traits of its compute node provider, which the
+scheduler and nova-api check for moves of servers with accelerators
+(:mod:`nova_cyborg.capability`).
 
 While a task state is set, Nova's API refuses every other action on the
 server (409, "in task_state adding_accelerator"), so a start, stop,
@@ -37,6 +48,7 @@ transitions too.
 
 import functools
 import sys
+import threading
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import utils as compute_utils
@@ -46,6 +58,9 @@ from nova import rpc as nova_rpc
 from nova import utils as nova_utils
 import oslo_messaging as messaging
 
+import nova.conf
+
+from nova_cyborg import conf as nc_conf  # noqa: F401 (registers options)
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg import move
@@ -92,8 +107,20 @@ def refuse_unpluggable(arqs):
                 'stop the server first.') % kind)
 
 
+CONF = nova.conf.CONF
+
 NAMESPACE = 'nova_cyborg'
-VERSION = '1.0'
+#: Every version of the namespace, oldest first, with what it adds. A
+#: compute serves every version up to its own.
+VERSIONS = (
+    ('1.0', 'version, add_accelerator, remove_accelerator'),
+)
+#: The version this nova-cyborg serves and sends at most.
+VERSION = VERSIONS[-1][0]
+#: What ``version`` needs: every compute that serves the namespace answers.
+BASE_VERSION = VERSIONS[0][0]
+#: The version each method cast to nova-compute needs.
+METHOD_VERSIONS = {ADD_METHOD: '1.0', REMOVE_METHOD: '1.0'}
 #: Seconds nova-api waits for a compute to say which version it serves.
 CHECK_TIMEOUT = 30
 
@@ -101,13 +128,68 @@ _wrap_exception = functools.partial(
     exception_wrapper.wrap_exception, service='compute',
     binary='nova-compute')
 
+#: nova.rpc.ClientRouter of the namespace (:func:`router`).
+_ROUTER = None
+_ROUTER_LOCK = threading.Lock()
 
-def _client(host, **kwargs):
-    target = messaging.Target(topic=compute_rpcapi.RPC_TOPIC,
-                              namespace=NAMESPACE, version=VERSION)
-    client = nova_rpc.get_client(
-        target, serializer=objects_base.NovaObjectSerializer())
-    return client.prepare(server=host, **kwargs)
+
+def reset_globals():
+    """Forget the router (tests, and a change of ``[upgrade_levels]``)."""
+    global _ROUTER
+    _ROUTER = None
+
+
+def pinned():
+    """The version ``[upgrade_levels] nova_cyborg`` pins, or None (auto).
+    """
+    level = CONF.upgrade_levels.nova_cyborg
+    return None if level in (None, 'auto') else level
+
+
+def router():
+    """Nova's ``rpc.ClientRouter`` for the namespace, made once.
+
+    Its client honours the context's message queue (``mq_connection``,
+    set when nova-api targets the server's cell), else uses the global
+    transport; its version cap is :func:`pinned`.
+    """
+    global _ROUTER
+    with _ROUTER_LOCK:
+        if _ROUTER is None:
+            target = messaging.Target(topic=compute_rpcapi.RPC_TOPIC,
+                                      namespace=NAMESPACE,
+                                      version=BASE_VERSION)
+            _ROUTER = nova_rpc.ClientRouter(nova_rpc.get_client(
+                target, version_cap=pinned(),
+                serializer=objects_base.NovaObjectSerializer()))
+        return _ROUTER
+
+
+def _client(context, host, **kwargs):
+    return router().client(context).prepare(server=host, **kwargs)
+
+
+def _parse(version):
+    return tuple(int(part) for part in version.split('.'))
+
+
+def serves(cap, version):
+    """Whether a compute capped at ``cap`` serves ``version`` (same major,
+    as oslo.messaging's ``can_send_version``)."""
+    cap, version = _parse(cap), _parse(version)
+    return cap[0] == version[0] and cap >= version
+
+
+def _older(a, b):
+    return min(a, b, key=_parse)
+
+
+def version_cap(served):
+    """What nova-api may send a compute that serves version ``served``:
+    the oldest of ``served``, :data:`VERSION` and :func:`pinned`."""
+    cap = _older(served, VERSION)
+    pin = pinned()
+    return _older(cap, pin) if pin else cap
 
 
 def _unsupported(error):
@@ -117,13 +199,17 @@ def _unsupported(error):
              error.exc_type in ('UnsupportedVersion', 'NoSuchMethod')))
 
 
-def check_compute(context, host):
-    """Refuse unless nova-compute on ``host`` serves this namespace.
+def check_compute(context, host, method):
+    """Refuse unless nova-compute on ``host`` serves ``method``.
 
+    :param context: targeted at the server's cell (its message queue).
+    :param method: :data:`ADD_METHOD` or :data:`REMOVE_METHOD`.
+    :returns: the version cap to cast ``method`` with (:func:`cast`).
     :raises: OperationRefused (409) naming the host and why.
     """
     try:
-        _client(host, timeout=CHECK_TIMEOUT).call(context, 'version')
+        served = _client(context, host, timeout=CHECK_TIMEOUT).call(
+            context, 'version')
     except messaging.MessagingTimeout:
         raise exception.OperationRefused(reason=_(
             'nova-compute on host %s did not answer: is it running?') % host)
@@ -135,13 +221,29 @@ def check_compute(context, host):
             'accelerators: it does not serve RPC namespace %(ns)s %(ver)s '
             '(it is not patched by nova-cyborg, or runs an older '
             'nova-cyborg). Upgrade it first.') % {
-                'host': host, 'ns': NAMESPACE, 'ver': VERSION})
+                'host': host, 'ns': NAMESPACE, 'ver': BASE_VERSION})
+    cap = version_cap(served)
+    needed = METHOD_VERSIONS[method]
+    if not serves(cap, needed):
+        raise exception.OperationRefused(reason=_(
+            'nova-compute on host %(host)s cannot run %(method)s: it needs '
+            'RPC namespace %(ns)s %(needed)s; the compute serves %(served)s '
+            'and [upgrade_levels] nova_cyborg allows %(pin)s. Upgrade the '
+            'compute first.') % {
+                'host': host, 'method': method, 'ns': NAMESPACE,
+                'needed': needed, 'served': served,
+                'pin': pinned() or 'auto'})
+    return cap
 
 
-def cast(context, instance, method, dp_name):
-    """Have the server's compute run ``method`` for profile ``dp_name``."""
-    _client(instance.host).cast(context, method, instance=instance,
-                                device_profile=dp_name)
+def cast(context, instance, method, dp_name, cap):
+    """Have the server's compute run ``method`` for profile ``dp_name``.
+
+    :param cap: what :func:`check_compute` answered for the compute.
+    """
+    _client(context, instance.host, version=METHOD_VERSIONS[method],
+            version_cap=cap).cast(context, method, instance=instance,
+                                  device_profile=dp_name)
 
 
 def endpoints(manager):

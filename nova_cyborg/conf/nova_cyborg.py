@@ -1,4 +1,5 @@
-"""Options of the ``[nova_cyborg]`` group."""
+"""Options of the ``[nova_cyborg]`` group, and ``[upgrade_levels]
+nova_cyborg`` beside Nova's own upgrade levels."""
 
 from oslo_config import cfg
 
@@ -208,10 +209,38 @@ above the few seconds between a create and its bind. 0 disables it.
 ]
 
 
+#: Nova's group (nova.conf registers it first, with its help).
+UPGRADE_LEVELS = cfg.OptGroup('upgrade_levels', title='Upgrade levels')
+#: The versions of nova-cyborg's RPC namespace (nova_cyborg.rpc.VERSIONS;
+#: not imported: nova_cyborg.rpc imports Nova's compute RPC API).
+RPC_VERSIONS = ('1.0',)
+
+UPGRADE_OPTS = [
+    cfg.StrOpt(
+        'nova_cyborg',
+        default='auto',
+        choices=('auto',) + RPC_VERSIONS,
+        help="""
+The newest version of nova-cyborg's RPC namespace nova-api sends to a
+nova-compute (the addAccelerator and removeAccelerator actions).
+
+``auto`` sends each compute at most the version it says it serves (nova-api
+asks it before every action). A version pins every compute to it during a
+rolling upgrade of nova-cyborg, as Nova's own ``[upgrade_levels] compute``
+does: an action that needs a newer version is refused with HTTP 409 until
+the pin is raised. Nova's minimum nova-compute service version cannot serve
+here: a compute patched by nova-cyborg and one that is not report the same.
+Set it in nova-api's configuration.
+"""),
+]
+
+
 def register_opts(conf):
     conf.register_group(GROUP)
     conf.register_opts(OPTS, group=GROUP)
+    conf.register_group(UPGRADE_LEVELS)
+    conf.register_opts(UPGRADE_OPTS, group=UPGRADE_LEVELS)
 
 
 def list_opts():
-    return {GROUP: OPTS}
+    return {GROUP: OPTS, UPGRADE_LEVELS: UPGRADE_OPTS}

@@ -13,7 +13,8 @@ class ListOptsTest(testtools.TestCase):
     def test_registered_options_are_listed(self):
         conf = cfg.ConfigOpts()
         nova_cyborg.register_opts(conf)
-        registered = {(group, name) for group in ('nova_cyborg',)
+        registered = {(group, name)
+                      for group in ('nova_cyborg', 'upgrade_levels')
                       for name in conf[group]}
         listed = {(group.name, opt.name) for group, group_opts in
                   opts.list_opts() for opt in group_opts}

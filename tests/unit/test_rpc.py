@@ -1,0 +1,157 @@
+"""The RPC of the accelerator actions: cells' message queues, version caps.
+"""
+
+from unittest import mock
+
+from nova import context as nova_context
+from nova import objects
+from nova import rpc as nova_rpc
+from nova import test
+from oslo_config import cfg
+import oslo_messaging as messaging
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
+
+from nova_cyborg.conf import nova_cyborg as nc_conf
+from nova_cyborg import exception
+from nova_cyborg import rpc
+
+
+class RouterTest(test.NoDBTestCase):
+    """The client honours the message queue of the server's cell, as
+    Nova's ComputeAPI does (nova.rpc.ClientRouter)."""
+
+    def setUp(self):
+        super().setUp()
+        rpc.reset_globals()
+        self.addCleanup(rpc.reset_globals)
+        self.context = nova_context.get_admin_context()
+
+    def test_targeted_context_uses_the_cells_queue(self):
+        cell_transport = messaging.get_rpc_transport(
+            cfg.CONF, url='fake://cell1.example.org/')
+        self.addCleanup(cell_transport.cleanup)
+        # What nova.context.set_target_cell sets once nova-api looked the
+        # server up (compute_api.get): the transport of the server's cell.
+        self.context.mq_connection = cell_transport
+        prepared = rpc._client(self.context, 'compute1')
+        self.assertIs(cell_transport, prepared.transport)
+        self.assertIsNot(nova_rpc.TRANSPORT, prepared.transport)
+        self.assertEqual(('compute', 'nova_cyborg', 'compute1'),
+                         (prepared.target.topic, prepared.target.namespace,
+                          prepared.target.server))
+
+    def test_untargeted_context_uses_the_global_transport(self):
+        self.assertIsNone(self.context.mq_connection)
+        self.assertIs(nova_rpc.TRANSPORT,
+                      rpc._client(self.context, 'compute1').transport)
+
+    def test_router_made_once(self):
+        self.assertIs(rpc.router(), rpc.router())
+
+    def test_pin_caps_the_default_client(self):
+        self.flags(nova_cyborg='1.0', group='upgrade_levels')
+        self.assertEqual('1.0', rpc.router().version_cap)
+
+    def test_auto_leaves_the_cap_to_each_compute(self):
+        self.assertIsNone(rpc.router().version_cap)
+
+
+class VersionCapTest(test.NoDBTestCase):
+
+    def test_the_oldest_wins(self):
+        self.assertEqual('1.0', rpc.version_cap('1.0'))
+        # A compute newer than this nova-api gets what nova-api knows.
+        with mock.patch.object(rpc, 'VERSION', '1.2'):
+            self.assertEqual('1.2', rpc.version_cap('1.7'))
+            self.assertEqual('1.1', rpc.version_cap('1.1'))
+            self.flags(nova_cyborg='1.0', group='upgrade_levels')
+            self.assertEqual('1.0', rpc.version_cap('1.7'))
+
+    def test_options_know_every_version(self):
+        self.assertEqual(tuple(v for v, _what in rpc.VERSIONS),
+                         nc_conf.RPC_VERSIONS)
+
+    def test_unknown_pin_refused_by_the_option(self):
+        self.assertRaises(ValueError, self.flags, nova_cyborg='0.9',
+                          group='upgrade_levels')
+
+
+class CheckComputeTest(test.NoDBTestCase):
+    """nova-api asks the compute which version it serves, on the real
+    (in-memory) oslo.messaging bus of Nova's RPC fixture."""
+
+    def setUp(self):
+        super().setUp()
+        rpc.reset_globals()
+        self.addCleanup(rpc.reset_globals)
+        self.context = nova_context.get_admin_context()
+
+    def serve(self, endpoints, host='compute1'):
+        server = nova_rpc.get_server(
+            messaging.Target(topic='compute', server=host), endpoints)
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+
+    def test_patched_compute_answers_its_version(self):
+        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
+        self.assertEqual('1.0', rpc.check_compute(self.context, 'compute1',
+                                                  rpc.ADD_METHOD))
+
+    def test_unpatched_compute_refused(self):
+        class ComputeWithoutNovaCyborg(object):
+            target = messaging.Target(version='6.5')
+
+            def ping(self, context):
+                pass
+        self.serve([ComputeWithoutNovaCyborg()])
+        error = self.assertRaises(exception.OperationRefused,
+                                  rpc.check_compute, self.context,
+                                  'compute1', rpc.ADD_METHOD)
+        self.assertIn('does not serve RPC namespace nova_cyborg 1.0',
+                      error.format_message())
+
+    def test_method_newer_than_the_compute_refused(self):
+        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
+        # This nova-api knows 1.1, the compute (older) answers 1.0.
+        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
+                mock.patch.object(rpc, 'VERSION', '1.1'), \
+                mock.patch.object(rpc.AcceleratorEndpoint, 'version',
+                                  return_value='1.0'):
+            error = self.assertRaises(exception.OperationRefused,
+                                      rpc.check_compute, self.context,
+                                      'compute1', rpc.ADD_METHOD)
+        self.assertIn('cannot run add_accelerator: it needs RPC namespace '
+                      'nova_cyborg 1.1; the compute serves 1.0 and '
+                      '[upgrade_levels] nova_cyborg allows auto',
+                      error.format_message())
+
+    def test_pin_refuses_a_newer_method(self):
+        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
+        self.flags(nova_cyborg='1.0', group='upgrade_levels')
+        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
+                mock.patch.object(rpc, 'VERSION', '1.1'), \
+                mock.patch.object(rpc.AcceleratorEndpoint, 'version',
+                                  return_value='1.1'):
+            self.assertRaises(exception.OperationRefused,
+                              rpc.check_compute, self.context, 'compute1',
+                              rpc.ADD_METHOD)
+
+    def test_cast_carries_the_version_and_the_cap(self):
+        instance = objects.Instance(uuid=uuids.inst, host='compute1')
+        prepared = mock.Mock()
+        with mock.patch.object(rpc, '_client',
+                               return_value=prepared) as client:
+            rpc.cast(self.context, instance, rpc.REMOVE_METHOD, 'dp', '1.0')
+        client.assert_called_once_with(self.context, 'compute1',
+                                       version='1.0', version_cap='1.0')
+        prepared.cast.assert_called_once_with(
+            self.context, rpc.REMOVE_METHOD, instance=instance,
+            device_profile='dp')
+
+    def test_cast_over_the_cap_is_not_sent(self):
+        instance = objects.Instance(uuid=uuids.inst, host='compute1')
+        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}):
+            with testtools.ExpectedException(messaging.RPCVersionCapError):
+                rpc.cast(self.context, instance, rpc.ADD_METHOD, 'dp', '1.0')
