@@ -51,6 +51,8 @@ from sidecar_simulator import abi_sources
 from sidecar_simulator import host as simulator
 
 NO_AFU = '0' * 32
+#: drivers/fpga/dfl-pci.c DRV_NAME: the driver of every card function.
+DRIVER = 'dfl-pci'
 
 #: kind of path -> its source in the kernel tree.
 SOURCES = {
@@ -92,6 +94,11 @@ SOURCES = {
                      'devices/dfl-*)',
     'class_link': 'Documentation/ABI/testing/sysfs-class-fpga-region, '
                   'sysfs-class-fpga-manager, sysfs-class-fpga-bridge',
+    'driver': 'Documentation/ABI/testing/sysfs-bus-pci and '
+              'drivers/base/bus.c (the "driver" link to '
+              'bus/pci/drivers/<name> and its link back); "dfl-pci": '
+              'drivers/fpga/dfl-pci.c cci_pci_driver (.name DRV_NAME), '
+              'its id table holding the PFs and the VFs',
     'dev_node': 'drivers/fpga/dfl.c dfl_chrdevs ("dfl-fme", "dfl-port"); '
                 'Documentation/fpga/dfl.rst ("/dev/dfl-fme.n", '
                 '"/dev/dfl-port.m")',
@@ -139,6 +146,12 @@ class DflPortSim:
     bridge: int = 0
     vf: Optional[str] = None
     vf_region: Optional[int] = None
+    #: What the PR region holds after the card is powered on (the
+    #: default AFU its flash image loads; None: blank).
+    default_afu_id: Optional[str] = None
+    #: The id its platform device has under the PF (released: kept for
+    #: when it is assigned back, dfl.c dfl_fpga_cdev_config_ports_pf).
+    pf_port_id: int = 0
 
 
 @dataclasses.dataclass
@@ -229,12 +242,14 @@ class DflHost:
                        sriov=sriov, base_region=self._next('region'),
                        fme_id=self._next('fme'),
                        manager=self._next('manager'))
+        pf.driver = DRIVER
         for index in range(ports):
             card.ports.append(DflPortSim(
                 index=index, afu_id=afu_ids[index],
+                default_afu_id=afu_ids[index],
                 bridge=self._next('bridge'), pr_region=self._next('region')))
         for port in card.ports:
-            port.port_id = self._next('port')
+            port.port_id = port.pf_port_id = self._next('port')
         if sriov:
             # The released ports' platform devices keep their ids (dfl.c
             # dfl_id_alloc): the VFs' ports take the next ones.
@@ -242,6 +257,7 @@ class DflHost:
                 port.port_id = self._next('port')
                 port.vf = pf.virtfns[port.index]
                 port.vf_region = self._next('region')
+                self.host.functions[port.vf].driver = DRIVER
         self.cards.append(card)
         return card
 
@@ -261,7 +277,7 @@ class DflHost:
         with it."""
         self.root = root
         for card in self.cards:
-            if card.pf in self.host.functions:
+            if self.bound(card.pf):
                 self._write_card(card)
         return root
 
@@ -281,9 +297,18 @@ class DflHost:
         finally:
             self.root = saved
 
+    def bound(self, address):
+        """Whether ``address`` is a function of this host that dfl-pci
+        has (its devices are enumerated under it: dfl-pci.c
+        cci_pci_probe); another driver (vfio-pci) or none: they are not.
+        """
+        function = self.host.functions.get(address)
+        return function is not None and function.driver == DRIVER
+
     def _present(self, card, port):
-        return (card.pf in self.host.functions and
-                (not card.sriov or port.vf in self.host.functions))
+        """Whether port ``port``'s devices are in the tree now."""
+        return (self.bound(card.pf) and
+                (not card.sriov or self.bound(port.vf)))
 
     def card_of(self, address):
         """The card whose PF, or a port's VF, is ``address``; or None."""
@@ -350,7 +375,8 @@ class DflHost:
         if self.dev_dir:
             # SOURCES['dev_node']
             for name in ['dfl-fme.%d' % card.fme_id] + [
-                    'dfl-port.%d' % p.port_id for p in card.ports]:
+                    'dfl-port.%d' % p.port_id for p in card.ports
+                    if self._present(card, p)]:
                 simulator._write_files(self.dev_dir, {name: ''})
 
     def _write_pr(self, card, fme, port):
@@ -460,6 +486,8 @@ _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
     (r'/dfl-fme\.\d+(/|$)', 'fme'),
     (r'/dfl-port\.\d+(/|$)', 'port'),
     (r'^bus/platform/devices/dfl-', 'platform_link'),
+    (r'^devices/pci[0-9a-f]{4}:00/[0-9a-f:.]+/driver$', 'driver'),
+    (r'^bus/pci/drivers(/dfl-pci(/[0-9a-f:.]+)?)?$', 'driver'),
     (r'^class/fpga_(region|manager|bridge)(/(region|fpga|br)\d+)?$',
      'class_link'),
     (r'^devices/pci[0-9a-f]{4}:00/[0-9a-f:.]+/fpga_region'

@@ -82,6 +82,9 @@ class SimFunction:
     #: (``iommu_group`` link); None: no link.
     driver: Optional[str] = None
     iommu_group: Optional[int] = None
+    #: SR-IOV capable PF: the VFs it was created with (its
+    #: ``sriov_totalvfs``; ``sriov_numvfs`` reads 0 while none is).
+    total_vfs: int = 0
 
 
 def _rid(address):
@@ -146,6 +149,9 @@ class SimulatedHost:
         #: :class:`sidecar_simulator.dfl.DflHost`,
         #: :class:`sidecar_simulator.xrt.XrtHost`): ``{kind: extension}``.
         self.extensions = {}
+        #: function address: the driver it had before a guest took it
+        #: (:mod:`sidecar_simulator.kernel`), until it is given back.
+        self.overridden = {}
         #: function address: the PCIe port above it in ``devices/``
         #: (:mod:`sidecar_simulator.pci_health`); none: on the root bus.
         self.ports = {}
@@ -181,7 +187,8 @@ class SimulatedHost:
                vf_product_id=None, numa_node=None):
         """A PCI function, with ``num_vfs`` VFs (0: no SR-IOV)."""
         pf = self._take(address, vendor_id=vendor_id, product_id=product_id,
-                        class_id=class_id, numa_node=numa_node)
+                        class_id=class_id, numa_node=numa_node,
+                        total_vfs=num_vfs)
         for index in range(num_vfs):
             self._new_vf(pf, vf_product_id or product_id, index)
         return pf
@@ -304,7 +311,7 @@ class SimulatedHost:
         _symlink(path, os.path.join(self.root, 'bus/pci/devices', f.address))
         if f.physfn:
             _link('../' + f.physfn, os.path.join(path, 'physfn'))
-        if f.virtfns:
+        if f.virtfns or f.total_vfs:
             self._write_sriov(f)
         self._write_links(f, path)
         for index, vf in f.virtfns.items():
@@ -340,7 +347,7 @@ class SimulatedHost:
 
     def _write_sriov(self, pf):
         _write_files(self._dir(pf.address), {
-            'sriov_totalvfs': max([len(pf.virtfns)] +
+            'sriov_totalvfs': max([len(pf.virtfns), pf.total_vfs] +
                                   [i + 1 for i in pf.virtfns]),
             'sriov_numvfs': len(pf.virtfns)})
 
