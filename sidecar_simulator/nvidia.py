@@ -17,7 +17,8 @@ that nothing lacks a source. Three shapes:
     when none is set). Writing an id creates the vGPU, ``0`` removes it.
     A VF with a type lists only that type; a free VF lists the types the
     card can still host: all GPUs of a card run one type (homogeneous
-    mode), and a full card lists none.
+    mode), and on a full card every VF, typed or not, lists none
+    (:mod:`sidecar_simulator.nvidia_vfio`).
 ``mdev`` (vGPU 16 and earlier on SR-IOV GPUs: A100, A30, A40, A16)
     Each VF is an mdev parent whose ``mdev_supported_types`` offers every
     type with ``available_instances`` 1 while the card can host one more of
@@ -40,6 +41,7 @@ from typing import Optional
 
 from sidecar_simulator import abi_sources
 from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia_vfio
 
 #: kind of path -> its source.
 SOURCES = {
@@ -62,7 +64,8 @@ SOURCES = {
                    ', "0" when none, parseCreatableVGPUTypes "<id> : '
                    '<name>", header "ID"); NVIDIA/kubevirt-gpu-device-'
                    'plugin pkg/device_plugin/vfio_vgpu.go (a configured '
-                   'VF lists only its active type)',
+                   'VF lists only its active type, or nothing on a full '
+                   'card: sidecar_simulator.nvidia_vfio)',
     'mdev': 'Documentation/driver-api/vfio-mediated-device.rst and '
             'Documentation/ABI/testing/sysfs-bus-vfio-mdev '
             '(mdev_supported_types/<type>/{name,device_api,'
@@ -219,15 +222,9 @@ class NvidiaHost:
     # -- vfio-vgpu --------------------------------------------------------
 
     def creatable(self, card, vf):
-        """The ``(id, name)`` types ``vf`` lists in creatable_vgpu_types."""
-        types = card.gpu.vfio_types
-        if card.current[vf] != '0':
-            return [(t.type_id, t.name) for t in types
-                    if t.type_id == card.current[vf]]
-        used = [c for c in card.current.values() if c != '0']
-        return [(t.type_id, t.name) for t in types
-                if (not used or t.type_id == used[0]) and
-                len(used) < t.per_gpu]
+        """The ``(id, name)`` types ``vf`` lists in creatable_vgpu_types
+        (:func:`sidecar_simulator.nvidia_vfio.creatable`)."""
+        return nvidia_vfio.creatable(card, vf)
 
     def _write_vfio(self, card):
         for vf in card.vfs:

@@ -31,6 +31,7 @@ from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
 from sidecar.drivers import gpu_passthrough
 from sidecar.drivers import gpu_vfio
+from sidecar.drivers import gpu_vfio_names
 from sidecar.sources import base as sources
 
 LOG = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ class GpuDriver(base.DiscoveryDriver):
         self.vfio_offers = gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types)
         self.state_path = conf.sidecar.state_path
         self.problems = sources.ProblemLog(LOG)
+        self._known_names = gpu_vfio_names.KnownNames(self.state_path,
+                                                      self.problems)
         self._vgpus = {}  # address: the VGPU Device last reported
 
     def _host_display(self, function):
@@ -247,26 +250,34 @@ class GpuDriver(base.DiscoveryDriver):
         for an offered VF and one whose type was set at bind."""
         deployables = []
         free = []
+        names = self._known_names.merge(pf, vfs[0].product_id, names)
         for vf in vfs:
             current, name = vf.vendor_vgpu.current, None
             handle = model.AttachHandle('PCI', vf.address, managed='no')
-            if not current:
+            recorded = set_at_bind.get(vf.address)
+            if recorded and str(current) in ('0', recorded[0]):
+                # Given at bind; 0 after a host reboot until the sidecar
+                # writes it back (vgpu_types restore): never idle, and
+                # its handle (its ARQ's in Cyborg) stays.
+                current, name = recorded
+                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
+            elif not current:
                 current, name = (gpu_vfio.offer(vf, self.vfio_offers) or
                                  (None, None))
                 if current is None:
                     free.append(vf.address)
                     continue
                 handle = gpu_vfio.set_at_bind_handle(vf.address, name)
-            elif set_at_bind.get(vf.address, (None,))[0] == str(current):
-                name = set_at_bind[vf.address][1]
-                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
             name = name or names.get(str(current))
             if name is None:
+                # Never dropped: Cyborg would destroy the handle of the
+                # server using it.
+                name = gpu_vfio_names.placeholder_name(current)
                 self.problems.warning(
-                    'Not reporting vGPU %s: its type %s is in no '
-                    'nvidia/creatable_vgpu_types of GPU %s, so its name is '
-                    'unknown', vf.address, current, pf)
-                continue
+                    'vGPU %s: its type %s was never named by an nvidia/'
+                    'creatable_vgpu_types of GPU %s (a full card lists '
+                    'none); reported as %r so that its handle stays',
+                    vf.address, current, pf, name)
             deployables.append(model.Deployable(
                 name=vf.address, resource_class=orc.VGPU,
                 num_accelerators=1,

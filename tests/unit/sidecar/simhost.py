@@ -30,6 +30,11 @@ class SimHostTestCase(testtools.TestCase):
         self.conf([])
         self.config = self.useFixture(config_fixture.Config(self.conf))
         self.config.config(sysfs_root=self.root, group='sidecar')
+        # The sidecar's own files (vGPU type names, journals) stay in the
+        # test's directory, never in the real state_path.
+        self.config.config(
+            state_path=self.useFixture(fixtures.TempDir()).path,
+            group='sidecar')
 
     def write(self, host):
         """Write ``host`` under ``self.root``; return a SysfsSource."""

@@ -92,6 +92,10 @@ class NvidiaProfileTest(simhost.SimHostTestCase):
         self.assertEqual([], self._creatable(vfs[2]))
         self.assertRaises(ValueError, self.sim.set_vgpu_type, self.h100,
                           vfs[2], '1060')
+        # ... and its configured VFs list nothing either
+        # (sidecar_simulator.nvidia_vfio).
+        self.assertEqual([], self._creatable(vfs[0]))
+        self.sim.set_vgpu_type(self.h100, vfs[1], '0')
         self.assertEqual([(1060, H100_40C)], self._creatable(vfs[0]))
 
     def test_mdev_card(self):

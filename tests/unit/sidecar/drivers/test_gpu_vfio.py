@@ -86,17 +86,22 @@ class VfioVgpuTest(_Card):
         self.assertEqual([TRAIT_4C] * 2, [d.traits[0]
                                           for d in device.deployables])
 
-    def test_unknown_type_name_is_refused(self):
+    def test_unknown_type_name_is_kept(self):
+        # No list ever named 1054 (first start on a full card): the VFs
+        # are reported all the same, so that Cyborg keeps their handles.
         for vf in self.vfs:
             path = os.path.join(self.root, 'bus/pci/devices', vf,
                                 'nvidia/creatable_vgpu_types')
             with open(path, 'w') as f:
                 f.write(nvidia.HEADER + '\n')
-        self.assertEqual([], self.driver.discover())
+        (device,) = self.driver.discover()
+        self.assertEqual(
+            [(self.vfs[0], 'CUSTOM_NVIDIA_2331_TYPE_1054'),
+             (self.vfs[2], 'CUSTOM_NVIDIA_2331_TYPE_1054')],
+            [(d.name, d.traits[0]) for d in device.deployables])
         warnings = self._lines('WARNING')
         self.assertEqual(2, len(warnings))
-        self.assertIn('type 1054 is in no nvidia/creatable_vgpu_types',
-                      warnings[0])
+        self.assertIn('type 1054 was never named', warnings[0])
 
     def test_ids_are_per_card(self):
         other = nvidia.NvidiaHost(self.sim.host)
