@@ -274,6 +274,37 @@ def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path, offset=0):
         del buf
 
 
+#: The DFL error files the kernel clears when their value is written
+#: back (sysfs-platform-dfl-fme: fme_errors, pcie0_errors, pcie1_errors;
+#: sysfs-platform-dfl-port: errors).
+_DFL_ERRORS_RE = re.compile(
+    r'(.*/)?(dfl-fme\.[0-9]{1,6}/errors/(fme|pcie0|pcie1)_errors|'
+    r'dfl-port\.[0-9]{1,6}/errors/errors)')
+_DFL_ERROR_VALUE_RE = re.compile(r'0x[0-9a-f]{1,16}')
+
+
+@sidecar_pctxt.entrypoint
+def dfl_clear_errors(root, relpath, value):
+    """Clear DFL errors: write ``value`` (``0x...``, the value read) to
+    the error file ``relpath`` under the sysfs root, as the kernel's ABI
+    asks (drivers/fpga/dfl-fme-error.c ``fme_errors_store``,
+    ``pcie0_errors_store``, ``pcie1_errors_store``; dfl-afu-error.c
+    ``errors_store``: ``kstrtou64(buf, 0)``, cleared only when the value
+    matches, else EINVAL). Only those four files, resolved under the
+    root, are written. Raises InvalidArgument, or OSError as the kernel
+    answers (EBUSY: the port is in a low power state; ETIMEDOUT)."""
+    _check_text('DFL error value', value)
+    if not _DFL_ERROR_VALUE_RE.fullmatch(value) or int(value, 16) == 0:
+        raise _invalid('DFL error value', '%r is not a non-zero 0x... '
+                       'value' % (value,))
+    target = _resolve_under(root, relpath)
+    if not _DFL_ERRORS_RE.fullmatch(target):
+        raise _invalid('DFL error file', '%r is no DFL error file the '
+                       'kernel clears' % (relpath,))
+    _write_sysfs(root, os.path.relpath(target, os.path.realpath(root)),
+                 value)
+
+
 _VGPU_TYPE_ID_RE = re.compile(r'[1-9][0-9]{0,8}')
 _VGPU_TYPE_LINE_RE = re.compile(r'\s*([0-9]{1,9})\s*:.*')
 

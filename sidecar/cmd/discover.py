@@ -110,11 +110,14 @@ def _health(driver, device):
         return {'state': 'unknown', 'problems': ['health check failed: %s'
                                                  % exc]}
     state = 'healthy'
-    if seen.problems:
+    # A deployable's own problem (a DFL port's) holds that provider only.
+    problems = list(seen.problems) + ['%s: %s' % (name, problem) for
+                                      name, problem in seen.scoped]
+    if problems:
         state = 'unhealthy'
     elif seen.busy:
         state = 'busy'
-    result = {'state': state, 'problems': list(seen.problems)}
+    result = {'state': state, 'problems': problems}
     fatal = {address: count for address, count in seen.fatal if count}
     if fatal:
         # The daemon holds the device when a count rises above the one it

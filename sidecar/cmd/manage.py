@@ -11,6 +11,7 @@ the daemon's configuration::
     nova-cyborg-sidecar-manage device disable 0000:81:00.0 --reason 'fan'
     nova-cyborg-sidecar-manage device enable 0000:81:00.0
     nova-cyborg-sidecar-manage device program 0000:81:00.0 <image uuid>
+    nova-cyborg-sidecar-manage device clear-errors 0000:81:00.0
     nova-cyborg-sidecar-manage journal show
 
 Two commands need no daemon and change nothing on the host:
@@ -66,6 +67,13 @@ def _add_commands(subparsers):
                         'holds it).')
     p.add_argument('device', help='PCI address or deployable name.')
     p.add_argument('image', help='Glance image UUID.')
+    _add_format(p)
+    p = dsub.add_parser(
+        'clear-errors', help='Clear the error registers of a DFL FPGA '
+        'card and of its ports (each value read is written back, as the '
+        'kernel\'s ABI asks); its health hold lifts once it reads '
+        'healthy.')
+    p.add_argument('device', help='PCI address or deployable name.')
     _add_format(p)
     journal = subparsers.add_parser('journal', help='Programming journal.')
     jsub = journal.add_subparsers(dest='action')
@@ -222,7 +230,10 @@ def render(result, fmt, journal=False):
     if fmt == 'json':
         return json.dumps(result, indent=2, sort_keys=True)
     rows = result if isinstance(result, list) else [result]
-    return table(rows, JOURNAL_COLUMNS if journal else DEVICE_COLUMNS)
+    columns = JOURNAL_COLUMNS if journal else DEVICE_COLUMNS
+    if 'cleared' in rows[0] if rows else False:
+        columns += ('cleared',)
+    return table(rows, columns)
 
 
 def main(argv=None, stdout=None, stderr=None):

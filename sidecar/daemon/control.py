@@ -8,7 +8,9 @@ with what it reads back, so the CLI never writes the daemon's state
 behind its back and answers only once the change is in effect.
 
 Requests (``op``): ``list``; ``enable`` / ``disable`` (``device``,
-``reason``); ``program`` (``device``, ``image``); ``journal``. Answers:
+``reason``); ``program`` (``device``, ``image``); ``journal``;
+``clear-errors`` (``device``: a DFL card's errors cleared,
+:func:`sidecar.drivers.dfl_health.clear_errors`). Answers:
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``.
 """
 
@@ -24,6 +26,7 @@ from oslo_utils import uuidutils
 from sidecar import exception
 from sidecar import model
 from sidecar.discovery import health as health_mod
+from sidecar.drivers import dfl_health
 from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
@@ -196,19 +199,36 @@ class Control:
         return self._apply(self._sidecar.inventory.device(device.address) or
                            device)
 
+    def clear_errors(self, request):
+        device = self._device(request.get('device'))
+        if device.type != 'FPGA':
+            raise exception.InvalidArgument(
+                name='device', reason='%s is a %s, not a DFL FPGA card' % (
+                    device.address, device.type))
+        try:
+            cleared = dfl_health.clear_errors(self._sidecar.conf.sidecar
+                                              .sysfs_root, device)
+        except OSError as exc:
+            raise exception.InvalidArgument(
+                name='device', reason='the kernel refused to clear the '
+                'errors of %s: %s' % (device.address, exc))
+        LOG.info('Errors of %s cleared by an operator: %s', device.address,
+                 ', '.join(cleared) or 'none were set')
+        return dict(self._apply(device), cleared=cleared)
+
     def journal(self, request):
         jobs = self._sidecar.programs.jobs()
         return [dict(job, device=address) for address, job in jobs]
 
-    OPS = ('list', 'enable', 'disable', 'program', 'journal')
+    OPS = ('list', 'enable', 'disable', 'program', 'journal', 'clear-errors')
 
     def handle(self, request):
         if not isinstance(request, dict) or request.get('op') not in self.OPS:
             return {'ok': False, 'error': 'unknown request; one of: %s' %
                     ', '.join(self.OPS)}
         try:
-            return {'ok': True,
-                    'result': getattr(self, request['op'])(request)}
+            return {'ok': True, 'result': getattr(
+                self, request['op'].replace('-', '_'))(request)}
         except exception.SidecarError as exc:
             return {'ok': False, 'error': str(exc)}
         except Exception as exc:

@@ -37,6 +37,13 @@ its providers are reserved in Placement, nothing new lands on it; its
 deployables carry the trait :data:`UNHEALTHY_TRAIT`, which Cyborg's API
 shows in the deployable's ``attributes_list`` and Placement on the
 provider. The servers holding allocations on it are named in a WARNING.
+
+A problem of one deployable only (a DFL port's AFU error, a port shut
+down for power: :mod:`sidecar.drivers.dfl_health`) holds that
+deployable's provider alone, under the key :func:`deployable_key`, and
+puts the trait on that deployable: another tenant's port of the same card
+stays offered. It lifts as the device's do, when the deployable reads
+healthy again.
 """
 
 import dataclasses
@@ -89,6 +96,16 @@ class Observation:
     nonfatal: tuple = ()
     busy: bool = False
     unreadable: tuple = ()
+    #: ``((deployable name, problem), ...)``: what is wrong with one
+    #: deployable only (its provider alone is held).
+    scoped: tuple = ()
+
+
+def deployable_key(address, name):
+    """The hold key of deployable ``name`` of device ``address``: the
+    device's own when the deployable is the whole device (its name is the
+    device's address), else ``<address>/<name>``."""
+    return address if name == address else '%s/%s' % (address, name)
 
 
 def device_dir(sysfs_root, address):
@@ -185,11 +202,13 @@ def mdev_problems(sysfs_root, device):
     return tuple(problems)
 
 
-def with_trait(device, trait=UNHEALTHY_TRAIT):
-    """``device`` with ``trait`` on every deployable."""
+def with_trait(device, trait=UNHEALTHY_TRAIT, names=None):
+    """``device`` with ``trait`` on every deployable (those named in
+    ``names`` only, when given)."""
     return dataclasses.replace(device, deployables=tuple(
         dataclasses.replace(dep, traits=tuple(sorted(
             set(dep.traits) | {trait})))
+        if names is None or dep.name in names else dep
         for dep in device.deployables))
 
 
@@ -228,7 +247,7 @@ class Monitor:
         self._vanished = vanished_mod.Vanished(sysfs_root, state_path)
         self._lock = threading.Lock()
         self._last = {}       # address: (driver, device) last discovered
-        self._unhealthy = {}  # address: detail
+        self._unhealthy = {}  # address (or deployable key): detail
 
     def unhealthy(self):
         """``{address: what is wrong}`` after the last cycle."""
@@ -278,15 +297,56 @@ class Monitor:
                 [FUNCTION_GONE % f for f in gone.get(address, ())] +
                 [p for p in (problems or '').split('; ')
                  if p and not p.startswith(FUNCTION_GONE.split('%')[0])])
+            problems = self._whole(address, device, observation, problems)
             self._transition(address, device, problems)
             if problems:
                 device = with_trait(device, UNKNOWN_TRAIT
                                     if is_unknown(problems)
                                     else UNHEALTHY_TRAIT)
+            device = self._scoped(address, device, observation)
             result.append(device)
-        for address in set(self._unhealthy) - set(current):
-            self._transition(address, None, None)
+        keys = set(current) | {deployable_key(a, dep.name) for a, (_, d)
+                               in current.items() for dep in d.deployables}
+        for key in set(self._unhealthy) - keys:
+            self._transition(key, None, None)
         return result
+
+    @staticmethod
+    def _whole(address, device, observation, problems):
+        """``problems`` with the scoped problems of a deployable that is
+        the whole device (its name is the device's address)."""
+        extra = [p for name, p in observation.scoped if
+                 deployable_key(address, name) == address and any(
+                     d.name == name for d in device.deployables)]
+        parts = [p for p in (problems or '').split('; ') if p]
+        parts += [p for p in extra if p not in parts]
+        return '; '.join(parts)
+
+    def _scoped(self, address, device, observation):
+        """Hold (or release) each deployable of ``device`` that is not the
+        whole device on its own problems (:attr:`Observation.scoped`);
+        ``device`` with the trait on the unhealthy ones. A busy or
+        unreadable observation keeps the verdict of a deployable it names
+        no problem for."""
+        keep = observation.busy or bool(observation.unreadable)
+        found = {}
+        for name, problem in observation.scoped:
+            found.setdefault(name, []).append(problem)
+        names = set()
+        for dep in device.deployables:
+            key = deployable_key(address, dep.name)
+            if key == address:
+                continue
+            if keep and dep.name not in found:
+                problems = self._unhealthy.get(key)
+            else:
+                problems = '; '.join(found.get(dep.name, ()))
+            self._transition(key, device, problems or None)
+            if problems:
+                names.add(dep.name)
+        if not names:
+            return device
+        return with_trait(device, UNHEALTHY_TRAIT, names)
 
     def _rebaseline(self, address, observation):
         """A device back after it was gone (enumerated again) takes its

@@ -35,6 +35,7 @@ import dataclasses
 
 from oslo_log import log as logging
 
+from sidecar.discovery import health
 from sidecar.program import manager as program
 from sidecar.report import reporter as report
 
@@ -61,10 +62,13 @@ def wanted(host, devices, held=None):
         hold = bool(held and held(device.address))
         for dep in device.deployables:
             name = report.deployable_name(host, dep)
+            # One deployable's own hold (health.deployable_key).
+            own = hold or bool(held and held(health.deployable_key(
+                device.address, dep.name)))
             yield Wanted(device.address, name, program.provider_uuid(name),
                          dep.resource_class, dep.num_accelerators,
                          frozenset(dep.traits),
-                         dep.num_accelerators if hold else 0)
+                         dep.num_accelerators if own else 0)
 
 
 def _owned_traits(traits):

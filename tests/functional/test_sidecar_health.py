@@ -60,10 +60,13 @@ class HealthTestBase(test_sidecar.SidecarTestBase):
 
     def expect(self, unhealthy, what):
         """One cycle, then wait until Placement and Cyborg agree, for
-        every provider watched."""
+        every provider watched (``unhealthy``: one flag for all, or a
+        list with one per provider)."""
         self.sidecar.cycle()
-        want = [((self.total, self.total if unhealthy else 0), unhealthy,
-                 unhealthy)] * len(self.watched())
+        flags = (unhealthy if isinstance(unhealthy, list)
+                 else [unhealthy] * len(self.watched()))
+        want = [((self.total, self.total if flag else 0), flag, flag)
+                for flag in flags]
         seen = []
 
         def agree():
@@ -113,14 +116,16 @@ class HealthTest(HealthTestBase):
         self.assertIn('Device %s is healthy again' % self.pf,
                       self.stdlog.logger.output)
 
-        # A DFL port's error file (dfl-port.M/errors/errors) holds the
-        # whole card: both ports' providers.
+        # A DFL port's error file (dfl-port.M/errors/errors) holds that
+        # port's provider alone: the card's other port stays offered.
         card = self.host.fpga_card(self.pf)
         port = card.handles()[1]
         faults.set_fpga_error(self.host, port, 'port/errors', '0x1')
-        self.expect(True, 'an error of the second port')
+        self.expect([name.endswith(port) for name in self.watched()],
+                    'an error of the second port')
         line = self.stdlog.logger.output.split(
-            'Device %s is unhealthy: ' % self.pf)[-1].splitlines()[0]
+            'Device %s is unhealthy: ' % health.deployable_key(
+                self.pf, port))[-1].splitlines()[0]
         self.assertIn('dfl-port.%d/errors/errors is 0x1'
                       % card.ports[1].port_id, line)
         faults.set_fpga_error(self.host, port, 'port/errors', '0x0')

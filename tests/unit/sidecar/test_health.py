@@ -155,9 +155,19 @@ class FpgaStateTest(HealthTestCase):
         self.assertHealthy()
 
     def test_dfl_error_files(self):
+        # A port's error holds its deployable (here the card's only one,
+        # on its VF), not the card.
         faults.set_fpga_error(self.sim, FPGA_VF, 'port/errors', '0x1')
-        self.assertUnhealthy(FPGA, 'errors/errors is 0x1')
+        devices = self.cycle()
+        self.assertEqual({}, self.holds.reasons(FPGA))
+        key = health.deployable_key(FPGA, FPGA_VF)
+        self.assertIn('errors/errors is 0x1',
+                      self.holds.reasons(key)['unhealthy'])
+        self.assertIn(health.UNHEALTHY_TRAIT,
+                      devices[FPGA].deployables[0].traits)
         faults.set_fpga_error(self.sim, FPGA_VF, 'port/errors', '0x0')
+        self.assertHealthy()
+        self.assertEqual({}, self.holds.reasons(key))
         faults.set_fpga_error(self.sim, FPGA, 'fme/catfatal_errors', '0x4')
         self.assertUnhealthy(FPGA, 'dfl-fme.0/errors/catfatal_errors is '
                                    '0x4')

@@ -162,15 +162,21 @@ class DflHealthTest(simhost.SimHostTestCase):
         observation = self.driver.health(self.device)
         return observation.problems, observation.busy
 
+    def _scoped(self):
+        return self.driver.health(self.device).scoped
+
     def test_manager_unknown_is_healthy(self):
         self.assertEqual(((), False), self._problems())
 
     def test_errors_name_their_file(self):
         self.sim.set_error(self.card, 'fme/catfatal_errors', '0x4')
         self.sim.set_error(self.card, 'port/errors', '0x10')
-        self.assertEqual((('dfl-fme.0/errors/catfatal_errors is 0x4',
-                           'dfl-port.1/errors/errors is 0x10'), False),
-                         self._problems())
+        # The card's error is the device's, the port's its deployable's.
+        self.assertEqual((('dfl-fme.0/errors/catfatal_errors is 0x4',),
+                          False), self._problems())
+        self.assertEqual((('0000:81:00.1',
+                           'dfl-port.1/errors/errors is 0x10'),),
+                         self._scoped())
 
     def test_injected_errors_are_no_fault(self):
         self.sim.set_error(self.card, 'fme/inject_errors', '0x1')
@@ -192,8 +198,10 @@ class DflHealthTest(simhost.SimHostTestCase):
 
     def test_port_gone(self):
         shutil.rmtree(self.sim.port_dir(self.card))
-        self.assertEqual((('the DFL port of 0000:81:00.1 is gone',), False),
-                         self._problems())
+        self.assertEqual(((), False), self._problems())
+        self.assertEqual((('0000:81:00.1',
+                           'the DFL port of 0000:81:00.1 is gone'),),
+                         self._scoped())
 
     def test_errors_of_each_port_on_their_own(self):
         """A card with its two ports released to two VFs: an error of the
@@ -210,5 +218,6 @@ class DflHealthTest(simhost.SimHostTestCase):
         faults.set_fpga_error(host, '0000:82:00.2', 'port/errors', '0x1')
         port = os.path.basename(host.dfl.port_dir(host.fpga_card(
             '0000:82:00.2'), 1))
-        self.assertEqual(('%s/errors/errors is 0x1' % port,),
-                         driver.health(card).problems)
+        self.assertEqual((), driver.health(card).problems)
+        self.assertEqual((('0000:82:00.2', '%s/errors/errors is 0x1'
+                           % port),), driver.health(card).scoped)
