@@ -30,6 +30,10 @@ backport is judged by what it contains:
   service (the sidecar) reports. Nova 33 has no such prefilter:
   :func:`warn_without_owner_prefilter` says so once when PCI in Placement
   is on (install guide, "Supported releases").
+* :func:`enforce_limits`: Nova 34 counts a device profile's groups in its
+  unified limits (``enforce_num_instances_and_resources``); Nova 33 counts
+  the flavor alone (``enforce_num_instances_and_flavor``): the groups'
+  resource classes are added to its deltas.
 
 Nothing else in the project asks which Nova it runs on.
 """
@@ -112,3 +116,31 @@ def warn_without_owner_prefilter(conf):
         'devices the sidecar manages out of Nova\'s [pci] device_spec and '
         'give Nova\'s PCI devices resource classes of their own.')
     return True
+
+
+def enforce_limits(context, project_id, flavor, is_bfv, groups,
+                   delta_updates=None):
+    """Nova's unified-limit check of one server with ``flavor`` and the
+    device profile groups ``groups`` (nova_cyborg.quota).
+
+    :param delta_updates: deltas that replace the computed ones (e.g.
+        ``{'servers': 0}``).
+    :raises: nova.exception.TooManyInstances over a limit.
+    """
+    from nova.limit import placement as placement_limits
+    from nova.scheduler import utils as scheduler_utils
+    enforce = getattr(placement_limits,
+                      'enforce_num_instances_and_resources', None)
+    if enforce is not None:
+        spec = scheduler_utils.request_spec_for_limits(
+            flavor, is_bfv, dp_request_groups=groups)
+        enforce(context, project_id, spec, 1, 1,
+                delta_updates=delta_updates)
+        return
+    updates = dict(delta_updates or {})
+    for group in groups:
+        for rc, amount in group.resources.items():
+            key = 'class:%s' % rc
+            updates[key] = updates.get(key, 0) + amount
+    placement_limits.enforce_num_instances_and_flavor(
+        context, project_id, flavor, is_bfv, 1, 1, delta_updates=updates)

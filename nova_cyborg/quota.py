@@ -21,11 +21,11 @@ resource classes, for the boot either.
 """
 
 from nova.compute import utils as compute_utils
-from nova.limit import placement as placement_limits
 from nova.limit import utils as limit_utils
 from nova import objects
 from nova.objects import quotas as quotas_obj
-from nova.scheduler import utils as scheduler_utils
+
+from nova_cyborg import compat
 
 #: A flavor that asks for nothing: the deltas of an attach are its
 #: profile's groups alone.
@@ -35,11 +35,8 @@ _NOTHING = dict(vcpus=0, memory_mb=0, root_gb=0, ephemeral_gb=0, swap=0,
 
 def _enforce(context, instance, flavor, is_bfv, groups, servers):
     project_id, _user_id = quotas_obj.ids_from_instance(context, instance)
-    spec = scheduler_utils.request_spec_for_limits(
-        flavor, is_bfv, dp_request_groups=groups)
-    placement_limits.enforce_num_instances_and_resources(
-        context, project_id, spec, 1, 1,
-        delta_updates=None if servers else {'servers': 0})
+    compat.enforce_limits(context, project_id, flavor, is_bfv, groups,
+                          delta_updates=None if servers else {'servers': 0})
 
 
 def check_attach(context, instance, groups):

@@ -102,3 +102,35 @@ class QuotaTest(test.NoDBTestCase):
                               self.flavor, self.instance)
             # Without the server (an older hunk): the profile only.
             api.check_new_flavor(self.context, self.flavor)
+
+
+class Nova33QuotaTest(QuotaTest):
+    """The same on a Nova whose limits count the flavor alone (Nova 33:
+    enforce_num_instances_and_flavor): the groups are added here."""
+
+    def setUp(self):
+        from nova.limit import placement as placement_limits
+        from nova.limit import utils as limit_utils
+        from oslo_limit import exception as limit_exceptions
+
+        def by_flavor(context, project_id, flavor, is_bfvm, min_count,
+                      max_count, enforcer=None, delta_updates=None):
+            # Nova 33's: the flavor's deltas, then delta_updates.
+            spec = objects.RequestSpec(flavor=flavor, is_bfv=is_bfvm,
+                                       requested_resources=[])
+            deltas = placement_limits._get_deltas(spec, max_count)
+            deltas.update(delta_updates or {})
+            try:
+                placement_limits._get_enforcer(
+                    context, project_id).enforce(project_id, deltas)
+            except limit_exceptions.ProjectOverLimit as e:
+                if limit_utils.should_enforce(e):
+                    raise nova_exception.TooManyInstances(str(e))
+            return max_count
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.limit.placement.enforce_num_instances_and_flavor',
+            by_flavor))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.limit.placement.enforce_num_instances_and_resources',
+            None))
+        super().setUp()
