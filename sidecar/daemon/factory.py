@@ -59,8 +59,11 @@ def build(conf, transport=None, connect=None):
     else:
         source = sysfs.SysfsSource(conf.sidecar.sysfs_root)
     transport = transport or rpc.get_transport(conf)
-    inventory = health_wiring.MonitoredInventory(
-        inventory_mod.load_drivers(conf, source))
+    drivers = inventory_mod.load_drivers(conf, source)
+    for driver in drivers:
+        if hasattr(driver, 'keep_names'):
+            driver.keep_names()  # vGPU 17 type names outlive full cards
+    inventory = health_wiring.MonitoredInventory(drivers)
     domains = domains_mod.DomainInspector(connect)
     placement = placement_mod.PlacementClient(conf)
     rp_name = conf.sidecar.resource_provider_name or conf.host

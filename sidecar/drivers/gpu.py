@@ -141,9 +141,16 @@ class GpuDriver(base.DiscoveryDriver):
         self.vfio_offers = gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types)
         self.state_path = conf.sidecar.state_path
         self.problems = sources.ProblemLog(LOG)
+        #: vGPU 17 type names, in memory until :meth:`keep_names`.
+        self._known_names = gpu_vfio_names.KnownNames(None, self.problems)
+        self._vgpus = {}  # address: the VGPU Device last reported
+
+    def keep_names(self):
+        """Keep vGPU 17 type names under ``[sidecar] state_path``
+        (:mod:`gpu_vfio_names`): the daemon's driver does; ``manage
+        discover``'s, which writes nothing, does not."""
         self._known_names = gpu_vfio_names.KnownNames(self.state_path,
                                                       self.problems)
-        self._vgpus = {}  # address: the VGPU Device last reported
 
     def _host_display(self, function):
         """Why ``function`` is the host's own display, or None."""

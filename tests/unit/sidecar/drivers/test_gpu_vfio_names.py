@@ -30,6 +30,7 @@ class KnownNamesTest(simhost.SimHostTestCase):
 
     def discover(self):
         driver = gpu.GpuDriver(self.conf, sysfs.SysfsSource(self.root))
+        driver.keep_names()  # as the daemon's
         return driver, driver.discover()
 
     def reported(self, devices):
@@ -84,6 +85,12 @@ class KnownNamesTest(simhost.SimHostTestCase):
         self.assertEqual(
             [(vf, ['CUSTOM_NVIDIA_2331_TYPE_1060']) for vf in self.vfs[:2]],
             self.reported(devices))
+
+    def test_not_kept_without_keep_names(self):
+        # manage discover's driver writes nothing.
+        driver = gpu.GpuDriver(self.conf, sysfs.SysfsSource(self.root))
+        driver.discover()
+        self.assertEqual([], os.listdir(self.state))
 
     def test_unwritable_state_path_warns(self):
         self.config.config(state_path='/proc/no-such-dir', group='sidecar')
