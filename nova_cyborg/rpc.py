@@ -278,7 +278,14 @@ class AcceleratorEndpoint(object):
         self.host = manager.host
 
     def version(self, context):
-        """The version of the namespace this compute serves."""
+        """The version of the namespace this compute serves.
+
+        nova-api asks before it sets the task state of an action on a
+        server of this host: the periodic task looks for actions nothing
+        ends from now on (:func:`nova_cyborg.stuck_actions.announce`).
+        """
+        from nova_cyborg import stuck_actions
+        stuck_actions.announce()
         return VERSION
 
     @_wrap_exception()

@@ -15,10 +15,20 @@ good. Two ways that happened with every service running again:
   handler fails, if the conductor answers by then.
 * The cast never reached nova-compute (RabbitMQ's queues lost in a
   restart), nova-api could not cast it, or the settling above failed too:
-  :func:`settle_stuck`, nova-compute's periodic task (patch 0022), settles
-  every server of its host left in one of those task states for more than
-  ``[nova_cyborg] stuck_accelerator_action_timeout`` seconds without a
-  handler running for it in this nova-compute.
+  :func:`settle_stuck`, nova-compute's periodic task (patch 0022, every
+  ``[nova_cyborg] stuck_accelerator_action_interval`` seconds, 0 disables
+  it), settles every server of its host left in one of those task states
+  for more than ``[nova_cyborg] stuck_accelerator_action_timeout`` seconds
+  without a handler running for it in this nova-compute.
+
+The periodic task reads the database only while an action may be set on
+a server of this host (:func:`announce`): since nova-api last asked this
+compute which RPC version it serves (it does before it sets the task state
+of every action, :func:`nova_cyborg.rpc.check_compute`), since a handler
+last ran, or since nova-compute started; and until a look finds nothing
+left to settle once that is older than the timeout and a margin. A
+compute whose servers get no attach or detach does not query at all after
+its first minutes.
 
 Settling is what a restarted nova-compute does
 (:func:`nova_cyborg.recovery.accelerator_action_interrupted`): a half-done
@@ -47,6 +57,27 @@ CONF = nova.conf.CONF
 #: Instance UUIDs whose action handler runs in this nova-compute.
 _running = set()
 _lock = threading.Lock()
+#: Seconds after the timeout during which an announced action keeps the
+#: periodic task looking: nova-api sets the task state right after the
+#: version call (whose own timeout is 30 s).
+MARGIN = 60
+#: When an action was last announced on this host (None: nothing to look
+#: for). nova-compute's start counts: a cast lost while it was down.
+_announced = [timeutils.utcnow()]
+
+
+def spacing():
+    """The periodic task's spacing for oslo.service: the interval, or -1
+    (the task is not run at all) for 0."""
+    return CONF.nova_cyborg.stuck_accelerator_action_interval or -1
+
+
+def announce():
+    """An attach or detach may be set on a server of this host: have the
+    periodic task look until it finds nothing left to settle."""
+    now = timeutils.utcnow()
+    with _lock:
+        _announced[0] = now
 
 
 @contextlib.contextmanager
@@ -55,6 +86,7 @@ def running(manager, context, instance, task_state):
     leaves the server alone; if it fails with the task state still set
     (its work never began, or could not record its end), the server is
     settled at once. What the handler raised is raised again."""
+    announce()
     with _lock:
         _running.add(instance.uuid)
     try:
@@ -95,12 +127,22 @@ def settle_stuck(manager, context):
     """nova-compute's periodic task: settle the servers of this host left
     in the task state of an attach or detach for longer than
     ``[nova_cyborg] stuck_accelerator_action_timeout`` seconds that no
-    handler of this nova-compute works on."""
+    handler of this nova-compute works on. No query unless an action was
+    announced (:func:`announce`)."""
+    with _lock:
+        since = _announced[0]
+    if since is None or not CONF.nova_cyborg.stuck_accelerator_action_interval:
+        return
     instances = objects.InstanceList.get_by_filters(
         context, {'host': manager.host, 'deleted': False,
                   'task_state': sorted(rpc.TASK_STATES.values())},
         expected_attrs=[])
     timeout = CONF.nova_cyborg.stuck_accelerator_action_timeout
+    if not instances and timeutils.is_older_than(since, timeout + MARGIN):
+        with _lock:
+            if _announced[0] == since:
+                _announced[0] = None
+        return
     for instance in instances:
         with _lock:
             if instance.uuid in _running:

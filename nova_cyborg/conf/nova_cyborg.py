@@ -175,12 +175,37 @@ nova-api sets the server's task state (``adding_accelerator`` or
 nova-compute, which clears it when it is done. When the cast was lost (a
 RabbitMQ restart drops its queues) or the compute could not record the
 action's end (the conductor or RabbitMQ down), nothing would clear it, and
-every other action on the server is refused while it is set. Every minute
-nova-compute looks for servers of its host left in one of those task states
-for longer than this, with no handler of the action running: a half-done
-attach is rolled back, a detach whose accelerators are gone completed, and
-the task state cleared. It must be well above the time a cast takes to
-reach nova-compute.
+every other action on the server is refused while it is set. Every
+``stuck_accelerator_action_interval`` seconds nova-compute looks for servers
+of its host left in one of those task states for longer than this, with no
+handler of the action running: a half-done attach is rolled back, a detach
+whose accelerators are gone completed, and the task state cleared. It must
+be well above the time a cast takes to reach nova-compute.
+
+Related options:
+
+* ``stuck_accelerator_action_interval``
+"""),
+    cfg.IntOpt(
+        'stuck_accelerator_action_interval',
+        default=60,
+        min=0,
+        help="""
+Seconds between two runs of nova-compute's periodic task that ends the
+addAccelerator and removeAccelerator actions nothing would end (see
+``stuck_accelerator_action_timeout``). 0 disables the task: such an action
+then holds its server until nova-compute restarts.
+
+The task reads the database only while an action may be set on a server of
+its host: after nova-api asked this nova-compute which RPC version it serves
+(it does before every action), after an action's handler ran here, and after
+nova-compute started, until it finds nothing left to end. A compute whose
+servers get no attach or detach does not query. Read when nova-compute
+starts.
+
+Related options:
+
+* ``stuck_accelerator_action_timeout``
 """),
     cfg.IntOpt(
         'unbound_arq_max_age',

@@ -150,9 +150,22 @@ def accelerator_action_at_restart(manager, context, instance):
     recovery.accelerator_action_interrupted(manager, context, instance)
 
 
+def stuck_actions_spacing():
+    """Called when ``nova.compute.manager`` is imported, for the spacing of
+    ``ComputeManager._settle_stuck_accelerator_actions()`` (patch 0022).
+
+    :returns: ``[nova_cyborg] stuck_accelerator_action_interval``, or -1
+        (oslo.service does not run the task) for 0.
+    """
+    return stuck_actions.spacing()
+
+
 def settle_stuck_accelerator_actions(manager, context):
     """Called by ``ComputeManager._settle_stuck_accelerator_actions()``,
-    a periodic task (patch 0022), every minute.
+    a periodic task (patch 0022), every ``[nova_cyborg]
+    stuck_accelerator_action_interval`` seconds. Queries nothing unless
+    an action was announced on this host
+    (:func:`nova_cyborg.stuck_actions.announce`).
 
     A server of this host left in the task state of addAccelerator or
     removeAccelerator for longer than ``[nova_cyborg]

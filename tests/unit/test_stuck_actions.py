@@ -3,6 +3,7 @@
 import datetime
 from unittest import mock
 
+import fixtures
 from nova import context as nova_context
 from nova import objects
 from nova import test
@@ -30,6 +31,17 @@ class StuckActionsTest(test.NoDBTestCase):
         self.context = nova_context.get_admin_context()
         self.manager = mock.Mock(host='compute1')
         self.flags(stuck_accelerator_action_timeout=300, group='nova_cyborg')
+        stuck_actions.announce()
+        self.addCleanup(stuck_actions._announced.__setitem__, 0,
+                        stuck_actions._announced[0])
+
+    def at(self, when):
+        """Now is ``when``."""
+        if not hasattr(self, 'now'):
+            self.useFixture(fixtures.MockPatch(
+                'oslo_utils.timeutils.utcnow',
+                side_effect=lambda *args, **kwargs: self.now))
+        self.now = when
 
     def test_failed_handler_settles_then_raises(self, get, settle):
         instance = _instance(uuids.inst, rpc.ADDING, 0)
@@ -82,3 +94,65 @@ class StuckActionsTest(test.NoDBTestCase):
             self.context, uuids.old,
             expected_attrs=['system_metadata', 'flavor'])
         settle.assert_called_once_with(self.manager, self.context, old)
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_no_query_until_an_action_is_announced(self, get_by_filters,
+                                                   get, settle):
+        stuck_actions._announced[0] = None
+        stuck_actions.settle_stuck(self.manager, self.context)
+        get_by_filters.assert_not_called()
+        # nova-api asks the compute's version before it sets a task state.
+        rpc.AcceleratorEndpoint(self.manager).version(self.context)
+        stuck_actions.settle_stuck(self.manager, self.context)
+        get_by_filters.assert_called_once()
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_looks_until_nothing_is_left_after_the_timeout(
+            self, get_by_filters, get, settle):
+        start = timeutils.utcnow()
+        self.at(start)
+        stuck_actions.announce()
+        # Within the timeout and its margin: a task state may still come.
+        self.at(start + datetime.timedelta(seconds=300 + stuck_actions.MARGIN))
+        stuck_actions.settle_stuck(self.manager, self.context)
+        self.assertEqual(start, stuck_actions._announced[0])
+        # Later, nothing found: the task stops looking.
+        self.at(start + datetime.timedelta(seconds=301 + stuck_actions.MARGIN))
+        stuck_actions.settle_stuck(self.manager, self.context)
+        self.assertIsNone(stuck_actions._announced[0])
+        stuck_actions.settle_stuck(self.manager, self.context)
+        self.assertEqual(2, get_by_filters.call_count)
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters')
+    def test_keeps_looking_while_an_action_is_set(self, get_by_filters, get,
+                                                  settle):
+        start = timeutils.utcnow()
+        self.at(start)
+        stuck_actions.announce()
+        busy = _instance(uuids.busy, rpc.ADDING, 0)
+        get_by_filters.return_value = [busy]
+        stuck_actions._running.add(uuids.busy)
+        self.addCleanup(stuck_actions._running.discard, uuids.busy)
+        self.at(start + datetime.timedelta(seconds=3600))
+        stuck_actions.settle_stuck(self.manager, self.context)
+        self.assertEqual(start, stuck_actions._announced[0])
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters')
+    def test_handler_announces(self, get_by_filters, get, settle):
+        stuck_actions._announced[0] = None
+        with stuck_actions.running(self.manager, self.context,
+                                   _instance(uuids.inst, rpc.ADDING, 0),
+                                   rpc.ADDING):
+            pass
+        self.assertIsNotNone(stuck_actions._announced[0])
+
+    def test_interval_zero_disables_the_task(self, get, settle):
+        self.assertEqual(60, stuck_actions.spacing())
+        self.flags(stuck_accelerator_action_interval=0, group='nova_cyborg')
+        self.assertEqual(-1, stuck_actions.spacing())
+        with mock.patch.object(objects.InstanceList,
+                               'get_by_filters') as get_by_filters:
+            stuck_actions.settle_stuck(self.manager, self.context)
+        get_by_filters.assert_not_called()
