@@ -11,6 +11,19 @@ checked and unwrapped first, as OPAE's ``fpgaconf`` does:
 - before: its ``afu-image`` ``interface-uuid`` must be the ``compat_id``
   of the port's PR region (``dfl-fme-region.P/fpga_region/regionY``),
   else nothing is written and the job fails naming both;
+- an image that asks for AFU user clocks (``clock-frequency-high`` or
+  ``-low`` above 0) is refused before anything is written: OPAE's
+  ``fpgaconf`` sets them after the load (``reconf.c``
+  ``set_afu_userclock``) by computing the user-clock PLL's register
+  commands from its own frequency tables (``usrclk/user_clk.c``); the
+  kernel offers only those raw commands (``dfl-port.M/userclk_freqcmd``,
+  ``userclk_freqcntrcmd``, and on ports whose header revision is 0
+  only: ``dfl-afu-main.c`` ``port_hdr_attrs_visible``), no frequency.
+  Such an image is programmed with ``[fpga] programmer = command`` and
+  ``fpgaconf``;
+- the port's errors are cleared (each value read, written back to
+  ``dfl-port.M/errors/errors``), as ``fpgaconf`` does before it loads
+  (``reconf.c`` ``clear_port_errors``): a refusal stops the job;
 - only the raw bitstream behind its metadata reaches the kernel: the
   privileged daemon reads the file from that offset on;
 - after: the port's ``afu_id`` (``dfl-port.M/afu_id``) must be one of its
@@ -29,6 +42,7 @@ from oslo_log import log as logging
 
 from sidecar import exception
 from sidecar import privileged
+from sidecar.drivers import dfl_health
 from sidecar.program import gbs
 from sidecar.program import programmers
 from sidecar.sources import base as sources
@@ -61,6 +75,8 @@ class DflProgrammer(programmers.Programmer):
         image = self._read_gbs(address, bitstream_path)
         if image is not None:
             self._check_interface(address, card, port, image)
+            self._check_clocks(address, image)
+        self._clear_errors(address, port)
         LOG.info('Programming %(address)s: DFL_FPGA_FME_PORT_PR on '
                  '%(fme)s, port %(port)d%(gbs)s',
                  {'address': address, 'fme': card.fme_name, 'port': number,
@@ -106,6 +122,37 @@ class DflProgrammer(programmers.Programmer):
                 address=address, reason='the GBS file holds no bitstream '
                 'after its metadata')
         return image
+
+    @staticmethod
+    def _check_clocks(address, image):
+        if not image.user_clock:
+            return
+        LOG.error('Not programming %(address)s with [fpga] programmer = '
+                  'dfl: its GBS asks for AFU user clocks %(high)g/%(low)g '
+                  'MHz, which the kernel cannot set', {
+                      'address': address, 'high': image.clocks[0],
+                      'low': image.clocks[1]})
+        raise exception.ProgrammingFailed(
+            address=address, reason='the bitstream asks for AFU user clocks '
+            'of %g MHz (clock-frequency-high) and %g MHz '
+            '(clock-frequency-low); the kernel offers no interface that '
+            'sets a frequency (only the raw PLL commands OPAE\'s fpgaconf '
+            'computes), so the dfl programmer cannot load it: use [fpga] '
+            'programmer = command with fpgaconf for this card; nothing was '
+            'written' % image.clocks)
+
+    def _clear_errors(self, address, port):
+        try:
+            cleared = dfl_health.clear_port_errors(
+                self.conf.sidecar.sysfs_root, port)
+        except (OSError, exception.InvalidArgument) as e:
+            raise exception.ProgrammingFailed(
+                address=address, reason='cannot clear the errors of %s '
+                'before loading (as fpgaconf does): %s; nothing was written'
+                % (port.name, programmers._reason(e)))
+        for relpath, value in cleared:
+            LOG.info('Cleared %s (0x%x) before programming %s', relpath,
+                     value, address)
 
     def _check_interface(self, address, card, port, image):
         region = card.pr_region(port)

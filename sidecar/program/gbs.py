@@ -19,7 +19,11 @@ as OPAE does for GBS files of the BBS 6.4.0/6.5.0 era), and an object
 ``afu-image`` with ``interface-uuid`` (the FPGA interface the bitstream
 was built for: the PR region's ``compat_id``) and ``accelerator-clusters``,
 an array of objects whose ``accelerator-type-uuid`` is the AFU id the port
-reports once loaded (``dfl-port.M/afu_id``).
+reports once loaded (``dfl-port.M/afu_id``). ``clock-frequency-high`` and
+``clock-frequency-low`` (optional, MHz, doubles in ``metadatav1.c``) are
+the AFU user clocks the image needs: OPAE's ``fpgaconf`` sets them
+(``libraries/plugins/xfpga/reconf.c`` ``set_afu_userclock``) when either
+is above 0.
 
 The legacy format (before BBS 6.4.0, deprecated by OPAE) is a 4-byte
 magic ``0x1d1f8680``, the interface id in reversed byte order, and the
@@ -52,6 +56,13 @@ class Gbs:
     afu_ids: tuple          # accelerator-type-uuid of each cluster
     offset: int             # where the raw bitstream starts
     legacy: bool = False
+    #: (clock-frequency-high, clock-frequency-low) in MHz, 0 when unset.
+    clocks: tuple = (0.0, 0.0)
+
+    @property
+    def user_clock(self):
+        """Whether the image asks for AFU user clocks (either above 0)."""
+        return any(c > 0 for c in self.clocks)
 
 
 def _invalid(reason):
@@ -100,8 +111,9 @@ def parse(data):
         metadata = json.loads(data[_HEADER.size:offset].decode('utf-8'))
     except (UnicodeDecodeError, ValueError) as e:
         raise _invalid('its metadata is not JSON: %s' % e)
-    interface_id, afu_ids = _metadata(metadata)
-    return Gbs(interface_id=interface_id, afu_ids=afu_ids, offset=offset)
+    interface_id, afu_ids, clocks = _metadata(metadata)
+    return Gbs(interface_id=interface_id, afu_ids=afu_ids, offset=offset,
+               clocks=clocks)
 
 
 def _legacy(data):
@@ -139,18 +151,31 @@ def _metadata(metadata):
         afu_ids.append(hex_id(cluster.get('accelerator-type-uuid'),
                               'accelerator-clusters[%d] '
                               '"accelerator-type-uuid"' % index))
-    return interface_id, tuple(afu_ids)
+    return interface_id, tuple(afu_ids), (_clock(image, 'high'),
+                                          _clock(image, 'low'))
 
 
-def build(interface_id, afu_ids, bitstream, extra=None):
+def _clock(image, which):
+    key = 'clock-frequency-' + which
+    value = image.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            value < 0:
+        raise _invalid('afu-image "%s" is %r, not a frequency in MHz'
+                       % (key, value))
+    return float(value)
+
+
+def build(interface_id, afu_ids, bitstream, extra=None, clocks=(0, 0)):
     """A GBS file (bytes) for tests and the simulator: ``bitstream``
-    behind version 1 metadata naming ``interface_id`` and ``afu_ids``."""
+    behind version 1 metadata naming ``interface_id``, ``afu_ids`` and
+    the user ``clocks`` (high, low MHz)."""
     metadata = {
         'version': 1, 'platform-name': 'simulated',
         'afu-image': {
             'interface-uuid': str(uuid.UUID(interface_id)),
             'magic-no': 488605312, 'power': 0,
-            'clock-frequency-high': 0, 'clock-frequency-low': 0,
+            'clock-frequency-high': clocks[0],
+            'clock-frequency-low': clocks[1],
             'accelerator-clusters': [
                 {'name': 'afu%d' % i, 'total-contexts': 1,
                  'accelerator-type-uuid': str(uuid.UUID(a))}

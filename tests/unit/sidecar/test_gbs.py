@@ -123,3 +123,23 @@ class GbsTest(testtools.TestCase):
             else:
                 self.assertRaises(exception.InvalidArgument, gbs.parse,
                                   data[:size])
+
+
+class ClockTest(testtools.TestCase):
+    """clock-frequency-high/-low (opae-sdk libbitstream/metadatav1.c,
+    doubles, optional)."""
+
+    def test_clocks(self):
+        image = gbs.parse(gbs.build('0' * 32, ['1' * 32], b'x',
+                                    clocks=(312, 156.25)))
+        self.assertEqual((312.0, 156.25), image.clocks)
+        self.assertTrue(image.user_clock)
+        image = gbs.parse(gbs.build('0' * 32, ['1' * 32], b'x'))
+        self.assertEqual((0.0, 0.0), image.clocks)
+        self.assertFalse(image.user_clock)
+
+    def test_bad_clock(self):
+        for value in ('auto', -1, True, None):
+            self.assertRaises(exception.InvalidArgument, gbs.parse,
+                              gbs.build('0' * 32, ['1' * 32], b'x',
+                                        clocks=(value, 0)))

@@ -10,6 +10,7 @@ in flight is journaled."""
 import json
 import os
 import sys
+from unittest import mock
 
 import fixtures
 
@@ -23,6 +24,7 @@ from sidecar.program import manager as program
 from sidecar.program import programmers
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
+from sidecar_simulator import dfl_health as sim_health
 from sidecar_simulator.tools import fpgaconf
 from tests.unit.sidecar import simhost
 from tests.unit.sidecar import test_privileged
@@ -45,6 +47,7 @@ class GbsImages:
     def __init__(self, compat_id=simhost.COMPAT_ID):
         self.compat_id = compat_id
         self.loads = {}   # image -> afu id its raw bitstream really loads
+        self.clocks = {}  # image -> afu-image clock-frequency-high/low
 
     def get_metadata(self, image_id):
         return {'id': image_id, 'accel:function_id': FUNCTIONS[image_id]}
@@ -56,7 +59,8 @@ class GbsImages:
         function = FUNCTIONS[image_id]
         raw = b'PR:' + self.loads.get(image_id, function).encode()
         with open(path, 'wb') as f:
-            f.write(gbs.build(self.compat_id, [function], raw))
+            f.write(gbs.build(self.compat_id, [function], raw,
+                              clocks=self.clocks.get(image_id, (0, 0))))
 
 
 class DflProgramTest(simhost.SimHostTestCase):
@@ -196,6 +200,57 @@ class DflProgramTest(simhost.SimHostTestCase):
         self.assertEqual([], self.requests)
         self.assertEqual(F_A, self._afu_id())
         self.assertEqual({self.rp: False}, self.placement.reserved)
+
+
+class FpgaconfStepsTest(DflProgramTest):
+    """The steps fpgaconf takes around the load (opae-sdk
+    libraries/plugins/xfpga/reconf.c): port errors cleared first, user
+    clocks refused under the dfl programmer."""
+
+    def setUp(self):
+        super().setUp()
+        from tests.unit.sidecar import test_dfl_health
+        self.kernel = self.useFixture(test_dfl_health.KernelWrites())
+
+    def _port_errors(self):
+        with open(os.path.join(self.sim.port_dir(self.card), 'errors',
+                               'errors')) as f:
+            return f.read().strip()
+
+    def test_port_errors_cleared_before_the_load(self):
+        self.sim.set_error(self.card, 'port/errors', '0x10')
+        self.sim.set_error(self.card, 'port/first_malformed_req', '0x5')
+        seen = []
+        self.during = lambda: seen.append(self._port_errors())
+        self.assertTrue(self._program(IMAGE_B))
+        self.assertEqual(['0x0'], seen)
+        (relpath, value), = self.kernel.writes
+        self.assertEqual('0x10', value)
+        self.assertTrue(relpath.endswith('/errors/errors'))
+        self.assertEqual(F_B, self._afu_id())
+
+    def test_errors_that_do_not_clear_stop_the_job(self):
+        self.sim.set_error(self.card, 'port/errors', '0x10')
+        with mock.patch.object(sim_health, 'errors_store',
+                               side_effect=OSError(16, 'Device or '
+                                                   'resource busy')):
+            exc = self.assertRaises(exception.ProgrammingFailed,
+                                    self._program, IMAGE_B)
+        self.assertIn('cannot clear the errors of dfl-port.', str(exc))
+        self.assertIn('Device or resource busy', str(exc))
+        self.assertEqual([], self.requests)
+        self.assertEqual(F_A, self._afu_id())
+
+    def test_user_clocks_are_refused(self):
+        self.images.clocks[IMAGE_B] = (312, 156)
+        exc = self.assertRaises(exception.ProgrammingFailed, self._program,
+                                IMAGE_B)
+        self.assertIn('AFU user clocks of 312 MHz (clock-frequency-high) '
+                      'and 156 MHz', str(exc))
+        self.assertIn('programmer = command with fpgaconf', str(exc))
+        self.assertEqual([], self.requests)
+        self.assertEqual([], self.kernel.writes)
+        self.assertEqual(F_A, self._afu_id())
 
 
 class SriovDflProgramTest(DflProgramTest):
