@@ -187,7 +187,7 @@ def discover(conf):
     """
     with captured_logs() as records:
         source = build_source(conf)
-        drivers = inventory_mod.load_drivers(conf, source)
+        drivers = inventory_mod.load_drivers(conf, source, read_only=True)
         devices = inventory_mod.Inventory(drivers).discover()
         found = [_device(conf, drivers, device) for device in
                  sorted(devices, key=lambda d: d.address)]

@@ -12,7 +12,10 @@ LOG = logging.getLogger(__name__)
 DRIVER_NAMESPACE = 'nova_cyborg.sidecar.drivers'
 
 
-def load_drivers(conf, source):
+def load_drivers(conf, source, read_only=False):
+    """The drivers of ``[sidecar] enabled_drivers``; with ``read_only``
+    (``nova-cyborg-sidecar-manage discover``) each is told to write
+    nothing under ``state_path`` (its ``read_only``)."""
     names = conf.sidecar.enabled_drivers
     missing = []
     manager = named.NamedExtensionManager(
@@ -24,7 +27,10 @@ def load_drivers(conf, source):
         raise exception.InvalidArgument(
             name='[sidecar] enabled_drivers',
             reason='unknown driver(s) %s' % ', '.join(sorted(missing)))
-    return [ext.obj for ext in manager]
+    drivers = [ext.obj for ext in manager]
+    for driver in drivers:
+        driver.read_only = read_only
+    return drivers
 
 
 class Inventory:

@@ -33,6 +33,7 @@ from oslo_log import log as logging
 
 from sidecar import exception
 from sidecar import model
+from sidecar.discovery import held as held_mod
 from sidecar.drivers import base
 from sidecar.drivers import dfl_health
 from sidecar.sources import base as sources
@@ -89,8 +90,16 @@ class FpgaDriver(base.DiscoveryDriver):
         self._dfl_ports = {}  # a DFL deployable's name: its DflPort
         self._xrt_cards = {}  # an Alveo user PF's address: its XrtCard
         self._xrt_seen = {}  # an Alveo user PF: the function last read
+        self._state_path = conf.sidecar.state_path
+        # DFL cards as last reported, and those a guest holds; made at
+        # the first discovery, after the inventory set read_only.
+        self._dfl_seen = None
 
     def _discover(self):
+        if self._dfl_seen is None:
+            self._dfl_seen = held_mod.LastSeen(
+                self.sysfs_root, self._state_path,
+                read_only=getattr(self, 'read_only', False))
         functions = self.source.functions()
         by_address = {f.address: f for f in functions}
         devices = []
@@ -102,7 +111,7 @@ class FpgaDriver(base.DiscoveryDriver):
                     'no kernel ABI tells its loaded function or the PCI '
                     'function serving it', region.name,
                     region.address or 'none')
-            dfl_ports = {}
+            dfl_ports, found = {}, {}
             for address, card in sorted(dfl.cards(self.sysfs_root).items()):
                 try:
                     device = self._dfl_device(by_address, card, dfl_ports)
@@ -112,7 +121,11 @@ class FpgaDriver(base.DiscoveryDriver):
                     continue
                 if device is None:
                     continue
-                devices.append(device)
+                found[address] = device
+            # A card or port a guest holds (its function on vfio-pci)
+            # has left sysfs: reported as last seen (held.py).
+            devices.extend(device for _address, device in sorted(
+                self._dfl_seen.apply(found).items()))
             devices.extend(self._xrt_devices(by_address))
         self._dfl_ports = dfl_ports
         return devices
@@ -171,7 +184,7 @@ class FpgaDriver(base.DiscoveryDriver):
                 raise sources.MalformedDevice('no such PCI function')
             LOG.debug('FPGA %s: PCI function left out', card.address)
             return None
-        if not card.ports:
+        if not card.ports and not self._dfl_seen.holds_a_port(card.address):
             raise sources.MalformedDevice(
                 'no port: released (DFL_FPGA_FME_PORT_RELEASE) and no VF '
                 'serves it; enable SR-IOV (sriov_numvfs) or assign the '
@@ -224,12 +237,17 @@ class FpgaDriver(base.DiscoveryDriver):
 
     def health(self, device):
         """Besides the PCI checks: a DFL card's error files and manager
-        (:mod:`sidecar.drivers.dfl_health`), an Alveo card's PFs."""
+        (:mod:`sidecar.drivers.dfl_health`) for the ports dfl-pci has (not
+        those a guest holds), an Alveo card's PFs."""
         observation = super().health(device)
         if observation.gone:
             return observation
-        if any(dep.name in self._dfl_ports for dep in device.deployables):
-            return dfl_health.observe(self.sysfs_root, device, observation)
+        live = tuple(dep for dep in device.deployables
+                     if dep.name in self._dfl_ports)
+        if live:
+            # A port a guest holds has no sysfs of its own to judge.
+            return dfl_health.observe(self.sysfs_root, dataclasses.replace(
+                device, deployables=live), observation)
         card = self._xrt_cards.get(device.address)
         if card is not None:
             return dataclasses.replace(observation, problems=(
@@ -248,6 +266,14 @@ class FpgaDriver(base.DiscoveryDriver):
                 LOG.warning('FPGA %s (Alveo user PF): %s', address, exc)
                 return None
         port = self._dfl_ports.get(address)
+        if (port is None and self._dfl_seen is not None and
+                address in self._dfl_seen.held):
+            # A guest holds it: what it had loaded when last read.
+            prefix = function_trait(self._dfl_seen.deployable(
+                address).driver_name, '')
+            return next((t[len(prefix):].lower() for t in
+                         self._dfl_seen.deployable(address).traits
+                         if t.startswith(prefix)), None)
         if port is None:
             raise exception.UnknownDevice(kind='FPGA', address=address)
         try:
