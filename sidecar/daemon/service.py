@@ -104,6 +104,7 @@ class Sidecar:
         self.inventory = inventory
         self.reporter = reporter
         self.programs = programs
+        self.mdevs = mdevs
         self.reconciler = reconciler
         self._placement = placement
         self._wake = threading.Event()
@@ -163,6 +164,13 @@ class Sidecar:
             self.programs.recover()
         except Exception:
             LOG.exception('Finishing interrupted programming jobs failed; '
+                          'retried next cycle')
+        try:
+            # Before the report: vGPU 17 types a host reboot took are
+            # written back before Nova starts the guests using them.
+            self.mdevs.housekeeping()
+        except Exception:
+            LOG.exception('Restoring vGPU types set at bind failed; '
                           'retried next cycle')
         try:
             root = self._placement.find_provider(self.rp_name)

@@ -239,8 +239,11 @@ class GpuDriver(base.DiscoveryDriver):
         """Besides the PCI checks: a VGPU's parent still offers mdevs, a
         vGPU 17 VF still has its vGPU."""
         observation = super().health(device)
+        set_at_bind = (gpu_vfio.read_set_at_bind(self.state_path)
+                       if any(h.vendor_vfio for dep in device.deployables
+                              for h in dep.attach_handles) else {})
         problems = (health_mod.mdev_problems(self.sysfs_root, device) +
-                    gpu_vfio.problems(self.sysfs_root, device))
+                    gpu_vfio.problems(self.sysfs_root, device, set_at_bind))
         if observation.gone or not problems:
             return observation
         return dataclasses.replace(

@@ -55,10 +55,15 @@ def type_catalog(functions, problems):
     return catalog
 
 
-def problems(sysfs_root, device):
-    """Why the vGPU 17 VFs of ``device`` (its PCI handles with
+def problems(sysfs_root, device, set_at_bind=None):
+    """Why the vGPU 17 VFs of ``device`` (its handles with
     ``managed='no'``) no longer hold their vGPU: a VF left ``nvidia``
-    (libvirt or an operator rebound it) or its type was removed."""
+    (libvirt or an operator rebound it) or its type was removed, a VF
+    given its type at bind (``set_at_bind``, :func:`read_set_at_bind`)
+    included: it reads 0 after a host reboot until the sidecar writes the
+    type back (:mod:`sidecar.program.vgpu_restore`), and is not idle
+    meanwhile."""
+    set_at_bind = set_at_bind or {}
     found = []
     for dep in device.deployables:
         for handle in dep.attach_handles:
@@ -78,13 +83,16 @@ def problems(sysfs_root, device):
                 continue
             current = sources.read_file(os.path.join(
                 path, 'nvidia', 'current_vgpu_type'))
-            if handle.vendor_vfio and current == '0':
+            if (handle.vendor_vfio and current == '0' and
+                    handle.address not in set_at_bind):
                 continue  # idle, offered: its type is set at bind
             if current in (None, '', '0'):
                 found.append('vGPU %s lost its vGPU type '
-                             '(nvidia/current_vgpu_type is %s)'
+                             '(nvidia/current_vgpu_type is %s)%s'
                              % (handle.address, 'absent' if current is None
-                                else '0'))
+                                else '0', '; given %s at bind, it is '
+                                'written back' % set_at_bind[handle.address][1]
+                                if handle.address in set_at_bind else ''))
     return tuple(found)
 
 

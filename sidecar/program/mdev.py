@@ -28,6 +28,15 @@ class MdevManager:
         #: A VgpuTypeSetter, or None (no vGPU 17 VF is offered idle).
         self._vgpu_types = vgpu_types
 
+    def housekeeping(self):
+        """Every cycle: close the vGPU 17 type writes a killed sidecar
+        left, and write back the types set at bind that a host reboot
+        took (:meth:`sidecar.program.vgpu_restore.Restorer.restore`)."""
+        if self._vgpu_types is None:
+            return
+        self._vgpu_types.recover()
+        self._vgpu_types.restore()
+
     def _vendor_vfio(self, pci_addr):
         return (self._vgpu_types is not None and isinstance(pci_addr, str)
                 and self._vgpu_types.serves(pci_addr))

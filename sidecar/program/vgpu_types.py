@@ -59,6 +59,7 @@ from sidecar.drivers import gpu_vfio
 from sidecar.program import journal as journal_mod
 from sidecar.program import manager
 from sidecar.program import promises
+from sidecar.program import vgpu_restore
 from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def _check_address(address):
                                         reason='not a PCI address')
 
 
-class VgpuTypeSetter:
+class VgpuTypeSetter(vgpu_restore.Restorer):
     """Serve "give VF ``address`` its vGPU type" for this host's cards."""
 
     def __init__(self, host, sysfs_root, inventory, placement, domains,
