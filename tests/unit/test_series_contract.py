@@ -34,6 +34,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 #: 33.0.2 in tox -e py3-nova33).
 SERIES_DIR = patch_tool.installed_series(os.path.join(REPO, 'patches'))[0]
 HOOKS = 'nova_cyborg.hooks'
+#: Files an enum patch may change besides the enum: the versioned
+#: notification payloads whose schema holds it (their VERSION, bumped) and
+#: Nova's hash test of those objects (their expected version-fingerprint).
+#: The regex's group is the version.
+ENUM_VERSIONED_FILES = {
+    'nova/notifications/objects/instance.py':
+        r"^VERSION = '(\d+\.\d+)'$",
+    'nova/tests/unit/notifications/objects/test_notification.py':
+        r"^'Instance\w*Payload': '(\d+\.\d+)-[0-9a-f]{32}',$",
+}
 
 
 def is_fix(patch):
@@ -66,6 +77,11 @@ def is_interface(patch):
 def is_enum(patch):
     """This product's values added to a Nova enum: no hook call."""
     return '-enum-' in patch.name
+
+
+def is_nova_test(rel):
+    """One of Nova's own tests (a patch updates it with the code)."""
+    return rel.startswith('nova/tests/')
 
 
 def routed_files(patches):
@@ -317,10 +333,13 @@ class TestSeriesContract(testtools.TestCase):
                         for other in routed), name)
 
     def test_enum_patches_add_only_this_products_values(self):
-        # Each line an enum patch adds is a comment, a constant whose value
-        # is one of the accelerator actions' task states, or those
-        # constants' names added to the enum's ALL; nothing is removed but
-        # the line ALL's members end on.
+        # Each line an enum patch adds to the enum is a comment, a
+        # constant whose value is one of the accelerator actions' task
+        # states, or those constants' names added to the enum's ALL;
+        # nothing is removed but the line ALL's members end on. In the
+        # versioned notification payloads whose schema has the enum, the
+        # patch changes only versions (bumped, with a comment); in Nova's
+        # object hash test only their expected versions and fingerprints.
         from nova_cyborg import rpc
         enums = [p for p in self.patches if is_enum(p)]
         self.assertNotEqual([], enums)
@@ -328,6 +347,9 @@ class TestSeriesContract(testtools.TestCase):
         for patch in enums:
             names = set()
             for fp in patch.files:
+                if fp.target() in ENUM_VERSIONED_FILES:
+                    self._assert_version_bumps_only(patch, fp)
+                    continue
                 for hunk in fp.hunks:
                     for tag, text in hunk.lines:
                         line = text.strip()
@@ -345,6 +367,26 @@ class TestSeriesContract(testtools.TestCase):
                                                  {'SHELVING_OFFLOADING',
                                                   'UNSHELVING'}, line)
             self.assertEqual(len(values), len(names), patch.name)
+
+    def _assert_version_bumps_only(self, patch, fp):
+        pattern = ENUM_VERSIONED_FILES[fp.target()]
+        removed, added = [], []
+        for hunk in fp.hunks:
+            for tag, text in hunk.lines:
+                line = text.strip()
+                if tag == ' ' or (tag == '+' and line.startswith('#')):
+                    continue
+                self.assertRegex(line, pattern, '%s: %s' % (patch.name,
+                                                            fp.target()))
+                (added if tag == '+' else removed).append(
+                    re.match(pattern, line).group(1))
+        # Each changed version goes up, in the same major version.
+        self.assertEqual(len(removed), len(added), fp.target())
+        for old, new in zip(removed, added):
+            old_major, old_minor = (int(n) for n in old.split('.'))
+            new_major, new_minor = (int(n) for n in new.split('.'))
+            self.assertEqual((old_major, old_minor + 1),
+                             (new_major, new_minor), fp.target())
 
     def test_moved_nova_code_names_the_hunk(self):
         # One line more at the top of the first file the series changes:
@@ -416,13 +458,21 @@ class TestPatchedNovaImports(testtools.TestCase):
                             os.path.join(copy, 'nova'),
                             ignore=shutil.ignore_patterns('__pycache__',
                                                           'tests'))
+            # Nova's own tests the series updates (an enum patch's object
+            # hash test), copied too: they are patched, not imported.
+            for rel in patched:
+                if is_nova_test(rel):
+                    os.makedirs(os.path.dirname(os.path.join(copy, rel)),
+                                exist_ok=True)
+                    shutil.copy(os.path.join(target, rel),
+                                os.path.join(copy, rel))
             evaluation = _series.Evaluation(copy, patches)
             self.assertEqual(_series.NOT_APPLIED, evaluation.state())
             _series.commit(evaluation)
             target = copy
         modules = dict(
             (module_name(rel), hook_references(''.join(lines), rel)[0])
-            for rel, lines in patched.items())
+            for rel, lines in patched.items() if not is_nova_test(rel))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [target, REPO] + sys.path))
         result = subprocess.run(
