@@ -5,7 +5,9 @@ version, so nothing in Nova's own records tells them apart. A patched
 compute therefore reports one trait per capability version it serves
 (:data:`VERSIONS`) on its compute node resource provider (patch 0013 adds
 them to the traits the resource tracker syncs, :func:`report`), the way
-Nova's computes report ``COMPUTE_ACCELERATORS``. A compute reports every
+Nova's computes report ``COMPUTE_ACCELERATORS``, and only where it does:
+the node of a virt driver without ``supports_accelerators`` (ironic)
+reports none. A compute reports every
 version up to its own: a newer one serves all that an older one does.
 What a server needs is the *minimum* version of what is asked
 (:func:`needed`), so during a rolling upgrade the computes of the old and
@@ -39,6 +41,7 @@ from keystoneauth1 import exceptions as ks_exc
 from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler.client import report as placement_report
+import os_traits
 
 from nova_cyborg import bookkeeping
 from nova_cyborg import exception
@@ -126,11 +129,21 @@ class LiveMigrationHostNotServing(exception.OperationRefused):
 
 
 def report(traits):
-    """Add :data:`TRAITS` to the traits of this compute's node provider.
+    """Add :data:`TRAITS` to the traits of this compute's node provider,
+    if its virt driver supports accelerators.
+
+    The resource tracker has already set the driver's capability traits:
+    ``COMPUTE_ACCELERATORS`` is there exactly when the driver's
+    capabilities say ``supports_accelerators`` (libvirt does; ironic and
+    VMware do not). A node of any other driver gets none, and loses those
+    an earlier nova-cyborg reported there.
 
     :param traits: the set the resource tracker syncs to Placement.
     """
-    traits.update(TRAITS)
+    if os_traits.COMPUTE_ACCELERATORS in traits:
+        traits.update(TRAITS)
+    else:
+        traits.difference_update(TRAITS)
 
 
 def require(request_spec):

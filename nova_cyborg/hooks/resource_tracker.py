@@ -14,7 +14,10 @@ def report_traits(traits):
     Adds the traits saying which nova-cyborg capability versions this
     compute serves (``CUSTOM_NOVA_CYBORG_1_0``, ``CUSTOM_NOVA_CYBORG_1_1``:
     ``nova_cyborg.capability.VERSIONS``); a patched and an unpatched
-    nova-compute report the same service version.
+    nova-compute report the same service version. Only when the virt
+    driver supports accelerators (``COMPUTE_ACCELERATORS``, which the
+    resource tracker set from its capabilities just before): an ironic
+    node reports none.
 
     :param traits: the set of trait names the resource tracker syncs to
         Placement; changed in place.

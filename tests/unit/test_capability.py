@@ -8,6 +8,9 @@ from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler.client import report
 from nova import test
+from nova.virt import driver
+from nova.virt import fake
+from nova.virt.ironic import driver as ironic
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_cyborg import api
@@ -34,11 +37,37 @@ class TraitTest(test.NoDBTestCase):
                          [v for v, _what in capability.VERSIONS])
         self.assertIn('live migration', capability.VERSIONS[1][1])
 
-    def test_report_every_version_and_keep_others(self):
-        traits = {'COMPUTE_NODE', 'CUSTOM_OPERATOR'}
+    def _synced(self, driver_class, traits):
+        """The traits of a node of ``driver_class``, as
+        ResourceTracker._get_traits sets them before the hook."""
+        virt = mock.Mock(spec=driver.ComputeDriver,
+                         capabilities=driver_class.capabilities)
+        for trait, supported in driver.ComputeDriver.capabilities_as_traits(
+                virt).items():
+            if supported:
+                traits.add(trait)
+            else:
+                traits.discard(trait)
+        traits.add('COMPUTE_NODE')
         capability.report(traits)
-        self.assertEqual({'COMPUTE_NODE', 'CUSTOM_OPERATOR', TRAIT, LIVE},
-                         traits)
+        return traits
+
+    def test_report_every_version_and_keep_others(self):
+        traits = self._synced(fake.FakeDriver, {'CUSTOM_OPERATOR'})
+        self.assertTrue({'COMPUTE_ACCELERATORS', 'CUSTOM_OPERATOR', TRAIT,
+                         LIVE}.issubset(traits))
+
+    def test_driver_without_accelerators_reports_none(self):
+        # Ironic's capabilities say no, as ComputeDriver's default;
+        # what an earlier nova-cyborg reported there is taken back.
+        for driver_class in (driver.ComputeDriver, ironic.IronicDriver):
+            self.assertFalse(
+                driver_class.capabilities['supports_accelerators'])
+            traits = self._synced(driver_class,
+                                  {'CUSTOM_OPERATOR', TRAIT, LIVE})
+            self.assertEqual(set(), traits & {TRAIT, LIVE,
+                                              'COMPUTE_ACCELERATORS'})
+            self.assertIn('CUSTOM_OPERATOR', traits)
 
     def test_minimum_needed(self):
         for operation in ('resize', 'evacuate', 'unshelve'):
