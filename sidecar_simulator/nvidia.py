@@ -48,7 +48,8 @@ SOURCES = {
     'pci': 'Documentation/ABI/testing/sysfs-bus-pci (vendor, device, '
            'class, numa_node, sriov_totalvfs, sriov_numvfs, physfn, '
            'virtfnN); PCI ids: pci.ids (10de:2331 GH100 [H100 PCIe], '
-           '10de:20f1 GA100 [A100 PCIe 40GB], 10de:2230 GA102GL [RTX '
+           '10de:20f1 GA100 [A100 PCIe 40GB], 10de:20b5 GA100 [A100 PCIe '
+           '80GB], 10de:2230 GA102GL [RTX '
            'A6000] and 10de:1aef its audio, 10b5:8747 PEX 8747 switch); '
            'a VF reports its PF\'s device id, as these profiles assume',
     'driver': 'Documentation/ABI/testing/sysfs-bus-pci and '
@@ -69,8 +70,11 @@ SOURCES = {
     'mdev': 'Documentation/driver-api/vfio-mediated-device.rst and '
             'Documentation/ABI/testing/sysfs-bus-vfio-mdev '
             '(mdev_supported_types/<type>/{name,device_api,'
-            'available_instances,create,devices}, class/mdev_bus, '
-            'bus/mdev/devices, <uuid>/{mdev_type,remove})',
+            'available_instances,create,devices,description}, '
+            'class/mdev_bus, bus/mdev/devices, <uuid>/{mdev_type,'
+            'remove}); description is the vendor\'s text, NVIDIA\'s '
+            'ending with max_instance=<vGPUs per GPU> (NVIDIA vGPU '
+            'software user guide, mdevctl types output)',
 }
 
 
@@ -116,6 +120,14 @@ MODELS = {
         '20f1', CLASS_3D, 40,
         mdev_types=_c_types('GRID', 'A100', 40, (4, 5, 8, 10, 20, 40),
                             ['nvidia-%d' % (471 + i) for i in range(6)])),
+    # pci.ids 10de:20b5 GA100 [A100 PCIe 80GB]; NVIDIA's vGPU types of an
+    # 80 GB A100 are named A100D (user guide, "NVIDIA A100 PCIe 80GB
+    # Virtual GPU Types": A100D-20C, 4 per GPU).
+    'a100-pcie-80gb': GpuModel(
+        '20b5', CLASS_3D, 80,
+        mdev_types=_c_types('GRID', 'A100D', 80, (4, 5, 8, 10, 16, 20, 40,
+                                                  80),
+                            ['nvidia-%d' % (692 + i) for i in range(8)])),
 }
 HEADER = 'ID    : vGPU Name'
 #: pci.ids: the RTX A6000's audio function; a PLX PEX 8747 switch port
@@ -300,7 +312,24 @@ class NvidiaHost:
         for card in self.cards:
             if card.shape == 'vfio-vgpu':
                 self._write_vfio(card)
+            elif card.shape == 'mdev':
+                self._write_descriptions(card)
         return root
+
+    def _write_descriptions(self, card):
+        """Each mdev type's ``description``, as NVIDIA's driver writes it
+        (NVIDIA vGPU software user guide, ``mdevctl types`` output:
+        ``num_heads=..., frl_config=..., framebuffer=<MiB>M,
+        max_resolution=..., max_instance=<per GPU>``)."""
+        for vf in card.vfs:
+            for t in card.gpu.mdev_types:
+                size = card.gpu.framebuffer_gb // t.per_gpu
+                simulator._write_files(
+                    self.host._dir(vf, 'mdev_supported_types', t.type_id),
+                    {'description': 'num_heads=1, frl_config=60, '
+                                    'framebuffer=%dM, max_resolution='
+                                    '4096x2400, max_instance=%d'
+                                    % (size * 1024, t.per_gpu)})
 
 
 _BDF = r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]'
@@ -309,7 +338,7 @@ _UUID = r'[0-9a-f-]{36}'
 _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
     (r'/%s/nvidia(/(creatable_vgpu_types|current_vgpu_type))?$' % _BDF,
      'vendor_vfio'),
-    (r'/%s/mdev_supported_types(/[^/]+(/(name|device_api|'
+    (r'/%s/mdev_supported_types(/[^/]+(/(name|device_api|description|'
      r'available_instances|create|devices(/%s)?))?)?$' % (_BDF, _UUID),
      'mdev'),
     (r'/%s/%s(/(mdev_type|remove))?$' % (_BDF, _UUID), 'mdev'),

@@ -30,6 +30,7 @@ from sidecar import model
 from sidecar.discovery import health as health_mod
 from sidecar.drivers import base
 from sidecar.drivers import gpu_passthrough
+from sidecar.drivers import gpu_sriov_mdev
 from sidecar.drivers import gpu_vfio
 from sidecar.drivers import gpu_vfio_names
 from sidecar.sources import base as sources
@@ -315,11 +316,10 @@ class GpuDriver(base.DiscoveryDriver):
     def _sriov_mdev_device(self, pf, vfs):
         """One GPU Device for the SR-IOV GPU at ``pf`` whose VFs ``vfs``
         are mdev parents (vGPU 16 and earlier): one VGPU deployable for
-        the first enabled type its VFs offer, of what the GPU can host,
-        with an MDEV attach handle per VF offering it (each VF hosts at
-        most one vGPU). Its size comes from ``[gpu] mdev_max_instances``
-        and stays as the GPU fills (its free VFs then say 0); without an
-        entry it is the VFs' capacities summed, with a warning."""
+        the first enabled type its VFs offer, of what the GPU can host
+        (:func:`gpu_sriov_mdev.capacity`), with an MDEV attach handle per
+        VF offering it (each VF hosts at most one vGPU). Its size stays
+        as the GPU fills (its free VFs then say 0)."""
         mdev_type = None
         for type_id in self.enabled_types:
             parents = [(vf, vf.mdev_type(type_id)) for vf in vfs
@@ -332,17 +332,8 @@ class GpuDriver(base.DiscoveryDriver):
                       'reported', pf)
             return None
         type_id = mdev_type.type_id
-        held = sum(len(t.mdevs) for _vf, t in parents)
-        limit = self.max_instances.get(type_id)
-        if limit is None:
-            size = sum(t.capacity for _vf, t in parents)
-            self.problems.warning(
-                'GPU %s: [gpu] mdev_max_instances has no entry for %s, so '
-                'the VGPU inventory is what its %d VFs say (%d), which may '
-                'be more than the GPU hosts: set it to the count of %s one '
-                'GPU fits', pf, type_id, len(parents), size, type_id)
-        else:
-            size = max(min(limit, len(parents)), held)
+        size = gpu_sriov_mdev.capacity(pf, parents, self.max_instances,
+                                       self.source, self.problems)
         if not size:
             self.problems.warning(
                 'Skipping GPU %s: mdev type %s has no instance available '

@@ -2,6 +2,8 @@
 earlier): the simulator's A100 profile (sidecar_simulator.nvidia), whose
 VFs each say 1 available while the GPU is not full."""
 
+import os
+
 from sidecar import exception
 from sidecar import model
 from sidecar.drivers import gpu
@@ -57,11 +59,22 @@ class SriovMdevTest(simhost.SimHostTestCase):
             [0] * 20, [f.mdev_type(A100_10C).available_instances
                        for f in self.source.functions() if f.is_vf])
 
-    def test_without_max_instances_says_so(self):
+    def test_without_max_instances_the_description_says_it(self):
+        # NVIDIA's description of nvidia-474 ends with max_instance=4.
+        (device,) = self._discover()
+        self.assertEqual(4, device.deployables[0].num_accelerators)
+        self.assertEqual([], self._warnings())
+
+    def test_without_either_says_so(self):
+        for vf in self.card.vfs:
+            os.remove(os.path.join(
+                self.root, 'bus/pci/devices', vf,
+                'mdev_supported_types', A100_10C, 'description'))
         (device,) = self._discover()
         self.assertEqual(20, device.deployables[0].num_accelerators)
         (line,) = self._warnings()
-        for word in (self.card.pf, A100_10C, 'mdev_max_instances', '(20)'):
+        for word in (self.card.pf, A100_10C, 'mdev_max_instances', '(20)',
+                     'max_instance'):
             self.assertIn(word, line)
         self.driver.discover()
         self.assertEqual([line], self._warnings())
