@@ -82,9 +82,16 @@ class CheckHostsTest(testtools.TestCase):
 class TraitTest(testtools.TestCase):
 
     def test_reported(self):
-        traits = {'COMPUTE_NODE'}
+        traits = {'COMPUTE_NODE', 'COMPUTE_ACCELERATORS'}
         rt_hooks.report_traits(traits)
-        self.assertEqual({'COMPUTE_NODE', *capability.TRAITS}, traits)
+        self.assertEqual({'COMPUTE_NODE', 'COMPUTE_ACCELERATORS',
+                          *capability.TRAITS}, traits)
+
+    def test_not_reported_by_a_driver_without_accelerators(self):
+        # ironic: the resource tracker did not set COMPUTE_ACCELERATORS.
+        traits = {'COMPUTE_NODE', *capability.TRAITS}
+        rt_hooks.report_traits(traits)
+        self.assertEqual({'COMPUTE_NODE'}, traits)
 
     def test_required_only_with_a_device_profile(self):
         spec = mock.Mock(root_required=set(),
