@@ -58,10 +58,24 @@ def check_new_flavor(context, flavor, instance=None):
     api.check_new_flavor(context, flavor, instance)
 
 
+def may_have_arqs_before_host(instance):
+    """Called by ``API._delete()`` (patch 0012) for every delete, with the
+    server as nova-api loaded it, before it may be replaced.
+
+    :returns: False only when what is loaded (the flavor, the system
+        metadata) says the server holds no ARQs; then
+        ``_local_delete_cleanup()`` does not call
+        :func:`delete_arqs_before_host`, and a plain server's delete reads
+        nothing more than upstream's. Never queries.
+    """
+    return cleanup.may_have_arqs_before_host(instance)
+
+
 def delete_arqs_before_host(context, instance_uuid):
     """Called by ``API._local_delete_cleanup()`` (patch 0012), which every
     delete of a server that never had a host ends with (the build request
-    deleted, the instance destroyed in its cell, or already gone).
+    deleted, the instance destroyed in its cell, or already gone), when
+    :func:`may_have_arqs_before_host` said the server may hold ARQs.
 
     Deletes the server's ARQs: those the conductor bound before it could
     cast the build (it stopped in between), under the server's UUID or

@@ -148,3 +148,51 @@ class DeleteArqsBeforeHostTest(test.NoDBTestCase):
         with mock.patch.object(cleanup.LOG, 'error') as error:
             cleanup.delete_arqs_before_host(self.context, uuids.inst)
         self.assertIn('nova-cyborg-sweep-arqs', error.call_args[0][0])
+
+
+class MayHaveArqsBeforeHostTest(test.NoDBTestCase):
+    """Decided from what nova-api loaded: a plain server's local delete
+    reads nothing more than upstream's."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+
+    def server(self, **fields):
+        # With a context: a field not loaded would be lazy-loaded (a query).
+        instance = objects.Instance(context=self.context, uuid=uuids.inst,
+                                    **fields)
+        instance.obj_reset_changes()
+        return instance
+
+    @mock.patch.object(objects.Instance, 'obj_load_attr')
+    def test_plain_server_needs_no_query(self, load):
+        # As nova-api's servers controller loads it (flavor), with or
+        # without system metadata (a build request's instance has it).
+        for fields in ({'flavor': objects.Flavor(extra_specs={})},
+                       {'flavor': objects.Flavor(
+                           extra_specs={'accel:device_profile': ''}),
+                        'system_metadata': {'image_os_type': 'linux'}}):
+            self.assertFalse(cleanup.may_have_arqs_before_host(
+                self.server(**fields)))
+        load.assert_not_called()
+
+    @mock.patch.object(objects.Instance, 'obj_load_attr')
+    def test_flavor_with_a_profile(self, load):
+        self.assertTrue(cleanup.may_have_arqs_before_host(self.server(
+            flavor=objects.Flavor(
+                extra_specs={'accel:device_profile': 'dp1'}))))
+        load.assert_not_called()
+
+    def test_arqs_in_system_metadata(self):
+        flavor = objects.Flavor(extra_specs={})
+        for key, value in (
+                ('nova_cyborg_attached_arq_0', '%s dp1' % uuids.arq),
+                ('nova_cyborg_retired_arq_0', uuids.arq)):
+            self.assertTrue(cleanup.may_have_arqs_before_host(self.server(
+                flavor=flavor, system_metadata={key: value})), key)
+
+    @mock.patch.object(objects.Instance, 'obj_load_attr')
+    def test_flavor_not_loaded_looks_the_server_up(self, load):
+        self.assertTrue(cleanup.may_have_arqs_before_host(self.server()))
+        load.assert_not_called()
