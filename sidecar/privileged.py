@@ -274,6 +274,52 @@ def dfl_port_pr(dev_dir, fme_name, port_id, bitstream_path, offset=0):
         del buf
 
 
+def _fme_device(dev_dir, fme_name):
+    dev_dir = _check_abs_dir('DFL device directory', dev_dir)
+    if not isinstance(fme_name, str) or not _DFL_FME_RE.fullmatch(fme_name):
+        raise _invalid('FME', '%r is not dfl-fme.N' % (fme_name,))
+    return os.path.join(dev_dir, fme_name)
+
+
+@sidecar_pctxt.entrypoint
+def dfl_port_config(dev_dir, fme_name, port_id, assign):
+    """Assign port ``port_id`` of the card whose FME is
+    ``<dev_dir>/<fme_name>`` back to the PF (``assign`` True:
+    ``DFL_FPGA_FME_PORT_ASSIGN``) or release it for a VF
+    (``DFL_FPGA_FME_PORT_RELEASE``), :mod:`sidecar.dfl_abi`. Raises
+    OSError as the kernel answers (EBUSY: already so, or open; ENODEV: no
+    such port)."""
+    path = _fme_device(dev_dir, fme_name)
+    if isinstance(port_id, bool) or not isinstance(port_id, int) or \
+            not 0 <= port_id < 8:
+        raise _invalid('port id', '%r is not 0 to 7' % (port_id,))
+    if not isinstance(assign, bool):
+        raise _invalid('assign', 'not a boolean')
+    request = (dfl_abi.DFL_FPGA_FME_PORT_ASSIGN if assign
+               else dfl_abi.DFL_FPGA_FME_PORT_RELEASE)
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(fd, request, dfl_abi.pack_port_id(port_id))
+    finally:
+        os.close(fd)
+    LOG.info('%s port %d of %s', 'Assigned' if assign else 'Released',
+             port_id, fme_name)
+
+
+@sidecar_pctxt.entrypoint
+def set_sriov_numvfs(root, address, count):
+    """Write ``count`` (0 to 256) to ``sriov_numvfs`` of PF ``address``
+    (Documentation/ABI/testing/sysfs-bus-pci; drivers/pci/iov.c
+    ``sriov_numvfs_store``: EBUSY while VFs are enabled and ``count`` is
+    not 0). Raises InvalidArgument, or OSError as the kernel answers."""
+    _check_address(address)
+    if isinstance(count, bool) or not isinstance(count, int) or \
+            not 0 <= count <= 256:
+        raise _invalid('VF count', '%r is not 0 to 256' % (count,))
+    _write_sysfs(root, os.path.join('bus', 'pci', 'devices', address,
+                                    'sriov_numvfs'), str(count))
+
+
 #: The DFL error files the kernel clears when their value is written
 #: back (sysfs-platform-dfl-fme: fme_errors, pcie0_errors, pcie1_errors;
 #: sysfs-platform-dfl-port: errors).

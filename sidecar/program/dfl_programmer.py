@@ -33,6 +33,14 @@ A file that is not a GBS is written as it is (a raw bitstream has no
 interface id to check). In every case the caller then reads the function
 back from the port and compares it with the image's ``accel:function_id``
 (:mod:`sidecar.program.manager`).
+
+A port released to a VF (SR-IOV) is loaded as Intel's OPAE driver guide
+(683857, "Partial Reconfiguration") and the kernel
+(drivers/fpga/dfl.c ``dfl_fpga_cdev_assign_port``: "a mandatory step
+after disable SRIOV support") ask: :mod:`sidecar.program.dfl_sriov`
+disables the card's SR-IOV, assigns its ports back to the PF, and after
+the load releases them and enables SR-IOV again; it refuses while a VF
+of the card is not on ``dfl-pci`` (a guest holds it).
 """
 
 import errno
@@ -43,6 +51,7 @@ from oslo_log import log as logging
 from sidecar import exception
 from sidecar import privileged
 from sidecar.drivers import dfl_health
+from sidecar.program import dfl_sriov as sriov
 from sidecar.program import gbs
 from sidecar.program import programmers
 from sidecar.sources import base as sources
@@ -71,11 +80,28 @@ class DflProgrammer(programmers.Programmer):
     def program(self, address, bitstream_path):
         bitstream_path = self._check(address, bitstream_path)
         card, port = self._port(address)
+        if port.number is None and len(card.ports) > 1:
+            raise exception.ProgrammingFailed(
+                address=address, reason='%s/id is unreadable: which of the '
+                'card\'s %d ports to program is unknown; nothing was written'
+                % (port.name, len(card.ports)))
         number = port.number if port.number is not None else 0
         image = self._read_gbs(address, bitstream_path)
         if image is not None:
             self._check_interface(address, card, port, image)
             self._check_clocks(address, image)
+        if port.address == card.address:
+            self._load(address, card, port, number, bitstream_path, image)
+        else:
+            with sriov.assigned_back(self.conf, address, card):
+                card, port = sriov.port_on_pf(self.conf, address, card,
+                                              number)
+                self._load(address, card, port, number, bitstream_path,
+                           image)
+        LOG.info('Programmed %s', address)
+
+    def _load(self, address, card, port, number, bitstream_path, image):
+        """Clear the port's errors, load, check the port's afu_id."""
         self._clear_errors(address, port)
         LOG.info('Programming %(address)s: DFL_FPGA_FME_PORT_PR on '
                  '%(fme)s, port %(port)d%(gbs)s',
@@ -96,7 +122,6 @@ class DflProgrammer(programmers.Programmer):
             raise exception.ProgrammingFailed(address=address, reason=reason)
         if image is not None and image.afu_ids:
             self._check_afu(address, port, image)
-        LOG.info('Programmed %s', address)
 
     # -- the GBS container ----------------------------------------------
 

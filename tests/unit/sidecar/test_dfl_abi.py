@@ -21,6 +21,9 @@ PROGRAM = r'''
 int main(void)
 {
     printf("ioctl %lu\n", (unsigned long)DFL_FPGA_FME_PORT_PR);
+    printf("release %lu\n", (unsigned long)DFL_FPGA_FME_PORT_RELEASE);
+    printf("assign %lu\n", (unsigned long)DFL_FPGA_FME_PORT_ASSIGN);
+    printf("int %zu\n", sizeof(int));
     printf("size %zu\n", sizeof(struct dfl_fpga_fme_port_pr));
     F(argsz); F(flags); F(port_id); F(buffer_size); F(buffer_address);
     return 0;
@@ -52,6 +55,19 @@ class HeaderTest(testtools.TestCase):
         self.assertEqual((dfl_abi.PORT_PR_SIZE,), kernel['size'])
         self.assertEqual(dfl_abi.field_offsets(), {
             name: kernel[name] for name in dfl_abi.PORT_PR_FIELDS})
+
+    def test_release_and_assign(self):
+        kernel = self._compile()
+        self.assertEqual((dfl_abi.DFL_FPGA_FME_PORT_RELEASE,),
+                         kernel['release'])
+        self.assertEqual((dfl_abi.DFL_FPGA_FME_PORT_ASSIGN,),
+                         kernel['assign'])
+        self.assertEqual(kernel['int'], (len(dfl_abi.pack_port_id(1)),))
+        # Without the header: the numbers the header's macros give.
+        self.assertEqual((0x4004b681, 0x4004b682),
+                         (dfl_abi.DFL_FPGA_FME_PORT_RELEASE,
+                          dfl_abi.DFL_FPGA_FME_PORT_ASSIGN))
+        self.assertEqual(b'\x02\x00\x00\x00', dfl_abi.pack_port_id(2))
 
     def test_packed_bytes(self):
         data = dfl_abi.pack_port_pr(1, 0x1122334455667788, 4096)

@@ -17,6 +17,7 @@ from sidecar.drivers import fpga
 from sidecar.report import reconcile
 from sidecar.state import holds as holds_mod
 from sidecar_simulator import dfl_health as sim_health
+from sidecar_simulator import dfl_sriov
 from sidecar_simulator import faults
 from tests.unit.sidecar import simhost
 from tests.unit.sidecar import test_privileged
@@ -28,7 +29,13 @@ VF1, VF2 = '0000:82:00.1', '0000:82:00.2'
 class KernelWrites(fixtures.Fixture):
     """The privileged daemon in this process; its writes of DFL error
     files answered as the kernel's store functions answer them
-    (sidecar_simulator.dfl_health.errors_store)."""
+    (sidecar_simulator.dfl_health.errors_store), and with ``dfl_host``
+    (a sidecar_simulator.dfl.DflHost) of a DFL PF's ``sriov_numvfs`` as
+    iov.c and dfl-pci do (sidecar_simulator.dfl_sriov)."""
+
+    def __init__(self, dfl_host=None):
+        super().__init__()
+        self.dfl_host = dfl_host
 
     def _setUp(self):
         self.useFixture(test_privileged.InProcess())
@@ -40,6 +47,10 @@ class KernelWrites(fixtures.Fixture):
             if '/errors/' in relpath:
                 return sim_health.errors_store(
                     os.path.join(os.path.realpath(root), relpath), value)
+            parts = relpath.split('/')
+            if self.dfl_host is not None and parts[-1] == 'sriov_numvfs':
+                return dfl_sriov.sriov_numvfs_store(self.dfl_host,
+                                                    parts[-2], value)
             return real(root, relpath, value)
         self.useFixture(fixtures.MockPatch(
             'sidecar.privileged._write_sysfs', side_effect=write))

@@ -7,8 +7,10 @@ replaced, the port's afu_id is checked after loading, the provider's
 function trait is what the weigher of function affinity reads, and a job
 in flight is journaled."""
 
+import errno
 import json
 import os
+import struct
 import sys
 from unittest import mock
 
@@ -16,6 +18,7 @@ import fixtures
 
 from sidecar import dfl_abi
 from sidecar import exception
+from sidecar import privileged
 from sidecar.discovery import inventory
 from sidecar.drivers import fpga
 from sidecar.program import gbs
@@ -25,9 +28,11 @@ from sidecar.program import programmers
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
 from sidecar_simulator import dfl_health as sim_health
+from sidecar_simulator import dfl_sriov
+from sidecar_simulator import kernel
 from sidecar_simulator.tools import fpgaconf
 from tests.unit.sidecar import simhost
-from tests.unit.sidecar import test_privileged
+from tests.unit.sidecar import test_dfl_health
 from tests.unit.sidecar import test_program
 
 PF = '0000:81:00.0'
@@ -63,16 +68,16 @@ class GbsImages:
                               clocks=self.clocks.get(image_id, (0, 0))))
 
 
-class DflProgramTest(simhost.SimHostTestCase):
-    """Subclasses set PROFILE and SRIOV."""
+class DflProgramBase(simhost.SimHostTestCase):
+    """Subclasses set PROFILE, SRIOV and PORTS."""
 
     PROFILE = 'd5005'
     SRIOV = False
     PROGRAMMER = 'dfl'
+    PORTS = 1
 
     def setUp(self):
         super().setUp()
-        self.useFixture(test_privileged.InProcess())
         self.useFixture(fixtures.MockPatch(
             'sidecar.program.promises.SETTLE_SECONDS', 0))
         self.handle = VF if self.SRIOV else PF
@@ -82,10 +87,14 @@ class DflProgramTest(simhost.SimHostTestCase):
         self.config.config(sysfs_root=self.root, group='sidecar')
         self.sim = dfl.DflHost()
         self.card = self.sim.add_card(self.PROFILE, afu_id=F_A,
-                                      sriov=self.SRIOV, address=PF)
+                                      sriov=self.SRIOV, address=PF,
+                                      ports=self.PORTS)
         self.dev = os.path.join(self.top, 'dev')
         self.sim.write(self.root, self.dev)
+        self.kernel = self.useFixture(
+            test_dfl_health.KernelWrites(self.sim))
         self.requests = []
+        self.ioctls = []
         self.during = None
         self.useFixture(fixtures.MockPatch(
             'sidecar.privileged.fcntl.ioctl', side_effect=self._fme_pr))
@@ -110,15 +119,17 @@ class DflProgramTest(simhost.SimHostTestCase):
             journal.Journal(self.state), self.cyborg)
 
     def _fme_pr(self, fd, request, arg):
-        """The simulated card's fme_pr() (sidecar_simulator.dfl) on the
-        /dev/dfl-fme.N the sidecar opened; ``during`` runs while the card
-        is being written."""
-        self.requests.append(dfl_abi.unpack_port_pr(arg))
-        if self.during:
-            self.during()
-        return self.sim.fme_pr(
-            os.path.basename(os.readlink('/proc/self/fd/%d' % fd)),
-            request, arg)
+        """The simulated card's FME ioctls (sidecar_simulator.dfl_sriov:
+        fme_pr(), port release and assign) on the /dev/dfl-fme.N the
+        sidecar opened; ``requests`` the PRs, ``ioctls`` all;
+        ``during`` runs while the card is being written."""
+        name = os.path.basename(os.readlink('/proc/self/fd/%d' % fd))
+        self.ioctls.append((request, arg))
+        if request == dfl_abi.DFL_FPGA_FME_PORT_PR:
+            self.requests.append(dfl_abi.unpack_port_pr(arg))
+            if self.during:
+                self.during()
+        return dfl_sriov.fme_ioctl(self.sim, name, request, arg)
 
     def _afu_id(self):
         with open(os.path.join(self.sim.port_dir(self.card), 'afu_id')) as f:
@@ -130,6 +141,9 @@ class DflProgramTest(simhost.SimHostTestCase):
     def _allocate(self, consumer, profile):
         self.placement.allocated.setdefault(self.rp, []).append(consumer)
         self.cyborg.bind(consumer, profile, self.rp)
+
+
+class DflProgramTest(DflProgramBase):
 
     def test_program_and_journal(self):
         seen = []
@@ -207,11 +221,6 @@ class FpgaconfStepsTest(DflProgramTest):
     libraries/plugins/xfpga/reconf.c): port errors cleared first, user
     clocks refused under the dfl programmer."""
 
-    def setUp(self):
-        super().setUp()
-        from tests.unit.sidecar import test_dfl_health
-        self.kernel = self.useFixture(test_dfl_health.KernelWrites())
-
     def _port_errors(self):
         with open(os.path.join(self.sim.port_dir(self.card), 'errors',
                                'errors')) as f:
@@ -259,6 +268,116 @@ class SriovDflProgramTest(DflProgramTest):
 
     PROFILE = 'n6000'
     SRIOV = True
+
+    def _numvfs(self):
+        return [v for r, v in self.kernel.writes
+                if r.endswith('/sriov_numvfs')]
+
+    def test_sriov_disabled_and_port_assigned_around_the_load(self):
+        seen = []
+
+        def during():
+            # While the card is written its port is the PF's, no VF is.
+            seen.append((sorted(self.sim.host.functions),
+                         os.path.isdir(self.sim.port_dir(self.card))))
+        self.during = during
+        self.assertTrue(self._program(IMAGE_B))
+        self.assertEqual([([PF], True)], seen)
+        self.assertEqual(
+            [dfl_sriov.FME_PORT_ASSIGN, dfl_abi.DFL_FPGA_FME_PORT_PR,
+             dfl_sriov.FME_PORT_RELEASE], [r for r, _a in self.ioctls])
+        self.assertEqual([dfl_abi.pack_port_id(0)] * 2,
+                         [a for r, a in self.ioctls if r != self.ioctls[1][0]])
+        self.assertEqual(['0', '1'], self._numvfs())
+        # The VF is back on dfl-pci with its port, which holds F_B.
+        self.assertTrue(self.sim.bound(VF))
+        self.assertEqual(F_B, self._afu_id())
+
+    def test_refused_while_a_vf_is_not_on_dfl_pci(self):
+        # A guest took the VF (the inventory still has the card).
+        kernel.bind_vfio(self.sim.host, VF)
+        exc = self.assertRaises(exception.ProgrammingFailed, self._program,
+                                IMAGE_B)
+        # vfio-pci took the port with dfl-pci's remove: nothing to load.
+        self.assertIn('no port of a DFL card is under this PCI function',
+                      str(exc))
+        self.assertEqual(([], []), (self.ioctls, self._numvfs()))
+
+    def test_load_failure_still_gives_the_port_back(self):
+        self.images.loads[IMAGE_B] = 'garbage'
+        exc = self.assertRaises(exception.ProgrammingFailed, self._program,
+                                IMAGE_B)
+        self.assertIn('refused the partial reconfiguration of port 0',
+                      str(exc))
+        self.assertEqual(dfl_sriov.FME_PORT_RELEASE, self.ioctls[-1][0])
+        self.assertEqual(['0', '1'], self._numvfs())
+        self.assertTrue(self.sim.bound(VF))
+        self.assertEqual(F_A, self._afu_id())
+
+    def test_kernel_refuses_pr_of_a_port_in_vf_mode(self):
+        # What programming without the assign meets (dfl_sriov's model).
+        path = os.path.join(self.top, 'raw')
+        with open(path, 'wb') as f:
+            f.write(b'PR:' + F_B.encode())
+        err = self.assertRaises(OSError, privileged.dfl_port_pr, self.dev,
+                                'dfl-fme.0', 0, path)
+        self.assertEqual(errno.ETIMEDOUT, err.errno)
+        self.assertEqual(F_A, self._afu_id())
+
+
+class PrivilegedArgumentsTest(DflProgramBase):
+    """The privileged side checks the SR-IOV steps' arguments again."""
+
+    def test_refusals(self):
+        for args in ((self.dev, 'dfl-fme.0; x', 0, True),
+                     (self.dev, 'dfl-fme.0', 8, True),
+                     (self.dev, 'dfl-fme.0', True, True),
+                     (self.dev, 'dfl-fme.0', 0, 'yes'),
+                     ('dev', 'dfl-fme.0', 0, True)):
+            self.assertRaises(exception.InvalidArgument,
+                              privileged.dfl_port_config, *args)
+        for args in ((self.root, '0000:81:00.0/..', 0),
+                     (self.root, PF, -1), (self.root, PF, 257),
+                     (self.root, PF, '1')):
+            self.assertRaises(exception.InvalidArgument,
+                              privileged.set_sriov_numvfs, *args)
+        self.assertEqual(([], []), (self.ioctls, self.kernel.writes))
+
+
+class TwoPortSriovTest(DflProgramBase):
+    """A card with two ports released to two VFs: both are assigned back
+    and given back around the load of one (the programmer alone)."""
+
+    PROFILE = 'd5005'
+    SRIOV = True
+    PORTS = 2
+
+    def _program(self, image):
+        path = os.path.join(self.top, 'image.gbs')
+        self.images.download(image, path)
+        programmers.ByDriver(self.conf).program(VF, path, 'intel')
+        return True
+
+    def test_other_vf_in_a_guest_refuses(self):
+        kernel.bind_vfio(self.sim.host, '0000:81:00.2')
+        exc = self.assertRaises(exception.ProgrammingFailed, self._program,
+                                IMAGE_B)
+        self.assertIn('0000:81:00.2 (vfio-pci)', str(exc))
+        self.assertEqual([], self.ioctls)
+
+    def test_both_ports_assigned_and_released(self):
+        self.assertTrue(self._program(IMAGE_B))
+        self.assertEqual(
+            [(dfl_sriov.FME_PORT_ASSIGN, 0), (dfl_sriov.FME_PORT_ASSIGN, 1),
+             (dfl_abi.DFL_FPGA_FME_PORT_PR, 0),
+             (dfl_sriov.FME_PORT_RELEASE, 0),
+             (dfl_sriov.FME_PORT_RELEASE, 1)],
+            [(r, struct.unpack_from('=i', a, 8 if len(a) > 4 else 0)[0])
+             for r, a in self.ioctls])
+        self.assertEqual(F_B, self._afu_id())
+        with open(os.path.join(self.sim.port_dir(self.card, 1),
+                               'afu_id')) as f:
+            self.assertEqual(F_A, f.read().strip())
 
 
 class FpgaconfProgramTest(DflProgramTest):
