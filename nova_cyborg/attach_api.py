@@ -16,11 +16,13 @@ work happens in nova-compute and is recorded as the instance action
   max_accelerators_per_instance`` (its flavor's and attached accelerators
   count); a profile name too long to be recorded (see
   :func:`check_recordable`).
-* 403: policy (``os_compute_api:servers:accelerators:add`` and
+* 403: policy (``nova_cyborg:servers:accelerators:add`` and
   ``:remove``, project member or admin by default); a device profile that
   no flavor the server's project can use carries, for a caller without
-  ``os_compute_api:servers:accelerators:add:any_profile`` (admin by
-  default; see :func:`check_offered`).
+  ``nova_cyborg:servers:accelerators:add:any_profile`` (admin by
+  default; see :func:`check_offered`). The rules' old names
+  (``os_compute_api:servers:accelerators:*``) are deprecated aliases
+  (:mod:`nova_cyborg.policies`).
 * 404: no such server.
 * 409: server locked, not ACTIVE or SHUTOFF, or busy with another task
   (an attach or detach under way included); the server's nova-compute
@@ -151,9 +153,9 @@ def check_offered(context, instance, dp_name):
 
     :raises: webob HTTPForbidden
     """
-    if context.can(policies.ADD_ANY_PROFILE, fatal=False,
-                   target={'user_id': instance.user_id,
-                           'project_id': instance.project_id}):
+    if policies.authorize(context, policies.ADD_ANY_PROFILE,
+                          {'user_id': instance.user_id,
+                           'project_id': instance.project_id}, fatal=False):
         return
     if not offered(instance.project_id, dp_name):
         raise exc.HTTPForbidden(explanation=_(
@@ -232,8 +234,8 @@ class AcceleratorActionsController(wsgi.Controller):
     def _act(self, req, server_id, body, action, rule):
         context = req.environ['nova.context']
         server = common.get_instance(self.compute_api, context, server_id)
-        context.can(rule, target={'user_id': server.user_id,
-                                  'project_id': server.project_id})
+        policies.authorize(context, rule, {'user_id': server.user_id,
+                                           'project_id': server.project_id})
         dp_name = body[action]['device_profile']
         method = (self.accelerator_api.add if action == ADD
                   else self.accelerator_api.remove)

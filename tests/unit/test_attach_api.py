@@ -4,6 +4,7 @@ from nova import context
 from nova import objects
 from nova import policy as nova_policy
 from nova import test
+from nova.tests import fixtures as nova_fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 import webob.exc
 
@@ -60,10 +61,8 @@ class OfferedTest(test.TestCase):
 
     def setUp(self):
         super().setUp()
-        # The unpatched Nova of the unit tests does not list these rules;
-        # the series' nova.policies.list_rules does.
-        nova_policy.init()
-        nova_policy._ENFORCER.register_defaults(policies.list_rules())
+        # The rules are registered by nova_cyborg.policies when first
+        # checked, whether Nova is patched or not.
         self.admin = context.get_admin_context()
         self.flavor('public-dp', 'pub', is_public=True)
         self.flavor('private-dp', 'priv', is_public=False,
@@ -113,3 +112,54 @@ class OfferedTest(test.TestCase):
                                        roles=['admin', 'member'])
         attach_api.check_offered(admin, self.server(self.OTHER),
                                  'nowhere-dp')
+
+
+class PolicyTest(test.NoDBTestCase):
+    """The rules are nova-cyborg's, registered once; an override of their
+    old names in Nova's policy file still applies."""
+
+    OLD = 'os_compute_api:servers:accelerators:add:any_profile'
+
+    def member(self):
+        return context.RequestContext('user', 'project', roles=['member'])
+
+    def test_registered_once_whoever_registers_first(self):
+        # A Nova still patched by an older series (patch 0010) had them.
+        nova_policy.init()
+        nova_policy._ENFORCER.register_defaults(policies.list_rules())
+        policies.authorize(self.member(), policies.ADD,
+                           {'project_id': 'project', 'user_id': 'user'})
+        policies.register(nova_policy._ENFORCER)
+        # After Nova resets its policy (a new enforcer), once again.
+        nova_policy.reset()
+        self.assertFalse(policies.authorize(
+            self.member(), policies.ADD_ANY_PROFILE,
+            {'project_id': 'project', 'user_id': 'user'}, fatal=False))
+        self.assertIn(policies.ADD_ANY_PROFILE,
+                      nova_policy._ENFORCER.registered_rules)
+
+    def test_own_namespace(self):
+        self.assertEqual(
+            {'nova_cyborg:servers:accelerators:add',
+             'nova_cyborg:servers:accelerators:add:any_profile',
+             'nova_cyborg:servers:accelerators:remove'},
+            {rule.name for rule in policies.list_rules()})
+        self.assertEqual(
+            {'os_compute_api:servers:accelerators:add', self.OLD,
+             'os_compute_api:servers:accelerators:remove'},
+            {rule.deprecated_rule.name for rule in policies.list_rules()})
+
+    def test_override_of_the_old_name_applies(self):
+        self.useFixture(nova_fixtures.OverridePolicyFixture(
+            rules_in_file={self.OLD: 'role:member'}))
+        self.assertTrue(policies.authorize(
+            self.member(), policies.ADD_ANY_PROFILE,
+            {'project_id': 'project', 'user_id': 'user'}, fatal=False))
+
+    def test_override_of_the_new_name_wins(self):
+        self.useFixture(nova_fixtures.OverridePolicyFixture(
+            rules_in_file={self.OLD: 'role:member',
+                           policies.ADD_ANY_PROFILE: 'role:admin'}))
+        self.assertFalse(policies.authorize(
+            self.member(), policies.ADD_ANY_PROFILE,
+            {'project_id': 'project', 'user_id': 'user'}, fatal=False))
