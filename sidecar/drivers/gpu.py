@@ -32,6 +32,7 @@ from sidecar.drivers import base
 from sidecar.drivers import gpu_passthrough
 from sidecar.drivers import gpu_sriov_mdev
 from sidecar.drivers import gpu_vfio
+from sidecar.drivers import gpu_vfio_card
 from sidecar.drivers import gpu_vfio_names
 from sidecar.sources import base as sources
 
@@ -252,51 +253,19 @@ class GpuDriver(base.DiscoveryDriver):
 
     def _vfio_device(self, pf, vfs, names, set_at_bind):
         """One GPU Device for the card at ``pf`` whose VFs ``vfs`` are in
-        NVIDIA's vendor-specific VFIO framework (vGPU 17+): a VGPU
-        deployable per VF with a vGPU type set, or offered for one
-        (``[gpu] vfio_vgpu_types``), its VF passed through by Nova with
-        ``managed='no'`` (so that libvirt leaves it on ``nvidia``, which
-        holds the vGPU): a PCI attach handle for a type an operator set,
+        NVIDIA's vendor-specific VFIO framework (vGPU 17+), passed through
+        by Nova with ``managed='no'`` (so that libvirt leaves them on
+        ``nvidia``, which holds the vGPU): a VGPU deployable per VF an
+        operator typed (PCI handle), and one per type ``[gpu]
+        vfio_vgpu_types`` offers on the card, of the type's capacity, with
         a vendor-VFIO MDEV handle (:func:`gpu_vfio.set_at_bind_handle`)
-        for an offered VF and one whose type was set at bind."""
-        deployables = []
-        free = []
-        names = self._known_names.merge(pf, vfs[0].product_id, names)
-        for vf in vfs:
-            current, name = vf.vendor_vgpu.current, None
-            handle = model.AttachHandle('PCI', vf.address, managed='no')
-            recorded = set_at_bind.get(vf.address)
-            if recorded and str(current) in ('0', recorded[0]):
-                # Given at bind; 0 after a host reboot until the sidecar
-                # writes it back (vgpu_types restore): never idle, and
-                # its handle (its ARQ's in Cyborg) stays.
-                current, name = recorded
-                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
-            elif not current:
-                current, name = (gpu_vfio.offer(vf, self.vfio_offers) or
-                                 (None, None))
-                if current is None:
-                    free.append(vf.address)
-                    continue
-                handle = gpu_vfio.set_at_bind_handle(vf.address, name)
-            name = name or names.get(str(current))
-            if name is None:
-                # Never dropped: Cyborg would destroy the handle of the
-                # server using it.
-                name = gpu_vfio_names.placeholder_name(current)
-                self.problems.warning(
-                    'vGPU %s: its type %s was never named by an nvidia/'
-                    'creatable_vgpu_types of GPU %s (a full card lists '
-                    'none); reported as %r so that its handle stays',
-                    vf.address, current, pf, name)
-            deployables.append(model.Deployable(
-                name=vf.address, resource_class=orc.VGPU,
-                num_accelerators=1,
-                traits=tuple(sorted({
-                    os_traits.OWNER_CYBORG, _name_trait(vf, name, current),
-                    gpu_passthrough.numa_trait(vf)} - {None})),
-                attach_handles=(handle,),
-                driver_name=vendor_name(vf.vendor_id)))
+        per VF it may be set on at bind (:mod:`gpu_vfio_card`)."""
+        first = vfs[0]
+        names = self._known_names.merge(pf, first.product_id, names)
+        deployables, free = gpu_vfio_card.card_deployables(
+            pf, vfs, names, set_at_bind,
+            self.vfio_offers.get(first.product_id, ()), self.max_instances,
+            _name_trait, self.problems)
         if free:
             self.problems.info(
                 'GPU %s: VFs %s have no vGPU type (nvidia/current_vgpu_type '
@@ -305,7 +274,6 @@ class GpuDriver(base.DiscoveryDriver):
                 'host in %s', pf, ', '.join(free), gpu_vfio.OFFER_OPTION)
         if not deployables:
             return None
-        first = vfs[0]
         return model.Device(
             type='GPU', vendor=first.vendor_id, model=first.product_id,
             address=pf, deployables=tuple(deployables),

@@ -1,12 +1,13 @@
-"""A vGPU 17 type set on an idle VF at bind, under seed 004's promises.
+"""A vGPU 17 type set on an idle VF at bind.
 
 NVIDIA vGPU 17 and later (vendor-specific VFIO) give a VF its vGPU by
 writing a type id from ``<VF>/nvidia/creatable_vgpu_types`` into
 ``<VF>/nvidia/current_vgpu_type`` (NVIDIA vgpu-device-manager
-``pkg/vgpu/vfio/sysfs.go``). The ``gpu`` driver offers an idle VF (type
-0) for the first type of ``[gpu] vfio_vgpu_types`` it can host
-(:func:`sidecar.drivers.gpu_vfio.offer`), with that type's trait and a
-vendor-VFIO MDEV attach handle, so that cyborg-conductor 17 calls the
+``pkg/vgpu/vfio/sysfs.go``). The ``gpu`` driver offers the idle VFs of
+a card through one VGPU provider per type of ``[gpu] vfio_vgpu_types``
+the card can host, of the type's capacity, with that type's trait and a
+vendor-VFIO MDEV attach handle per VF
+(:mod:`sidecar.drivers.gpu_vfio_card`), so that cyborg-conductor 17 calls the
 sidecar's ``create_vgpu_mdev`` when it binds an ARQ to the VF and
 ``remove_vgpu_mdev`` when it unbinds it; :mod:`sidecar.program.mdev`
 hands those to :meth:`VgpuTypeSetter.bind` and
@@ -25,11 +26,9 @@ The rules are the FPGA programming rules of
 * the card lists the type now, and it is one ``[gpu] vfio_vgpu_types``
   names for the card's product (a VF that holds the asked type already
   is bound as it is);
-* never while a domain holds the VF, and never against a consumer that
-  holds an allocation on the VF's provider and wants another type it
-  holds, or whose wish is unknown
-  (:class:`sidecar.program.promises.PromiseChecker` over the vGPU type
-  traits);
+* never while a domain holds the VF; the handle's type is its
+  provider's, which the server's profile asked, so no other consumer's
+  wish is at stake;
 * the write goes through oslo.privsep
   (:func:`sidecar.privileged.set_vgpu_type`, which checks the type is
   creatable again), is read back, and the job is journaled
@@ -38,8 +37,8 @@ The rules are the FPGA programming rules of
 * a type set at bind is recorded (:data:`gpu_vfio.SET_AT_BIND_FILE`)
   before it is written, so that the VF keeps its MDEV handle (the one of
   its ARQ in Cyborg) while it holds it; only such a type is written back
-  to 0, at unbind, and only when no domain holds the VF and no consumer
-  but the unbound one holds an allocation on it. Otherwise the type is
+  to 0, at unbind, and only when no domain holds the VF and no ARQ but
+  the unbound one holds a handle of it. Otherwise the type is
   kept (and the VF offered again as it is): never removed under a server.
 """
 
@@ -58,9 +57,7 @@ from sidecar.drivers import gpu
 from sidecar.drivers import gpu_vfio
 from sidecar.program import journal as journal_mod
 from sidecar.program import manager
-from sidecar.program import promises
 from sidecar.program import vgpu_restore
-from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +70,15 @@ def type_trait(vendor_id, product_id, name):
     """The trait the ``gpu`` driver gives a VF of type ``name``."""
     return gpu._name_trait(types.SimpleNamespace(
         vendor_id=vendor_id, product_id=product_id), name, '')
+
+
+def _info_address(info):
+    """The PCI address an attach_info names, or None."""
+    try:
+        return '%s:%s:%s.%s' % (info['domain'], info['bus'], info['device'],
+                                info['function'])
+    except (KeyError, TypeError):
+        return None
 
 
 def _check_address(address):
@@ -113,13 +119,23 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
         with self._guard:
             return self._locks.setdefault(address, threading.Lock())
 
-    def _vf(self, address):
-        """``(card, deployable)`` of the vGPU 17 VF ``address``."""
-        for device in self._inventory.devices():
-            for dep in device.deployables:
-                if dep.name == address and device.type == 'GPU' and any(
-                        h.managed == 'no' for h in dep.attach_handles):
-                    return device, dep
+    def _vf(self, address, name=None):
+        """``(card, deployable)`` of the vGPU 17 VF ``address``: the
+        deployable of its type ``name`` on the card (a vendor-VFIO handle
+        of the VF), or its own (the PCI handle of a type an operator set).
+        """
+        found = [(device, dep, h) for device in self._inventory.devices()
+                 if device.type == 'GPU' for dep in device.deployables
+                 for h in dep.attach_handles
+                 if h.address == address and h.managed == 'no']
+        for device, dep, handle in found:
+            if name is None or not handle.vendor_vfio or \
+                    handle.mdev_type == name:
+                return device, dep
+        if found:
+            # No longer offered for ``name`` (the card took another type):
+            # the checks on what the card lists say why.
+            return found[0][:2]
         raise exception.UnknownDevice(kind='vGPU 17 VF', address=address)
 
     def serves(self, address):
@@ -127,7 +143,7 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
         (reported with a vendor-VFIO handle) or gave one."""
         if self._given.get(address) is not None:
             return True
-        return any(dep.name == address and h.vendor_vfio
+        return any(h.address == address and h.vendor_vfio
                    for device in self._inventory.devices()
                    for dep in device.deployables for h in dep.attach_handles)
 
@@ -157,9 +173,9 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
             write or reads back another type).
         """
         _check_address(address)
-        card = self._vf(address)[0].address
+        card = self._vf(address, name)[0].address
         with self._lock_for(card):
-            device, dep = self._vf(address)
+            device, dep = self._vf(address, name)
             driver, current, creatable = gpu_vfio.read_state(self._root,
                                                              address)
             if driver != gpu_vfio.NVIDIA_DRIVER or current is None:
@@ -172,8 +188,18 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
                 name = next((n for n in offered if n in by_name), None)
                 if name is None and current:
                     return str(current)
+            given = self._given.get(address) or {}
+            if current and handle and given.get('handle') not in (None,
+                                                                  handle):
+                raise exception.DeviceBusy(
+                    address=address, reason='its vGPU was given at bind to '
+                    'another ARQ\'s handle')
             if current:
-                if creatable.get(str(current)) == name:
+                # A full card lists nothing, a configured VF's own type
+                # included: the record names it then.
+                if name in (creatable.get(str(current)),
+                            given.get('name') if given.get('type') ==
+                            str(current) else None):
                     LOG.info('VF %(vf)s already holds vGPU type %(name)s',
                              {'vf': address, 'name': name})
                     return str(current)
@@ -197,44 +223,21 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
                 raise exception.DeviceBusy(
                     address=address, reason='GPU %s is held (device list '
                     'says why)' % card)
-            self._check_free(device, dep, name,
-                             set(by_name) | set(offered))
+            self._check_free(address)
             self._set(card, address, by_name[name], name, handle)
         self._inventory.refresh_device(card)
         return by_name[name]
 
-    def _check_free(self, device, dep, name, names):
+    def _check_free(self, address):
+        """A VF a domain names is never given a type. Who else may want it
+        needs no check: the VF is offered by its type's provider of the
+        card only (:mod:`sidecar.drivers.gpu_vfio_card`), so the server
+        whose ARQ cyborg-conductor binds to its handle asked that type,
+        and no other ARQ holds the handle."""
         users = self._domains.devices_in_use()
-        if dep.name in users:
+        if address in users:
             raise exception.DeviceBusy(
-                address=dep.name, reason='used by domain %s' % users[dep.name])
-        rp = self._provider(dep)
-        # What a consumer wants of the VF: the type trait of this card's
-        # product its profile requires (a NUMA trait beside it is no wish).
-        # A VF hosts one vGPU: a consumer holding an allocation on it and
-        # wanting any other type the card lists or the option names
-        # refuses the write.
-        prefix = gpu.gpu_trait(types.SimpleNamespace(
-            vendor_id=device.vendor, product_id=device.model)) + '_'
-        checker = promises.PromiseChecker(self._placement, self._cyborg,
-                                          None, trait_prefix=prefix)
-        checker.check(dep.name, {rp: dep.driver_name},
-                      type_trait(device.vendor, device.model, name),
-                      {type_trait(device.vendor, device.model, n)
-                       for n in names})
-
-    def _provider(self, dep):
-        provider_name = report.deployable_name(self._host, dep)
-        try:
-            rp = self._placement.find_provider(provider_name)
-        except exception.PlacementError as exc:
-            raise exception.DeviceBusy(
-                address=dep.name, reason='its provider cannot be read, so '
-                'no type is set or removed blind: %s' % exc)
-        if rp is None:
-            raise exception.PlacementError(
-                reason='no resource provider %s yet' % provider_name)
-        return rp
+                address=address, reason='used by domain %s' % users[address])
 
     def _set(self, card, address, type_id, name, handle):
         job = {'card': card, 'type': type_id, 'name': name,
@@ -319,23 +322,25 @@ class VgpuTypeSetter(vgpu_restore.Restorer):
         return True
 
     def _kept_because(self, address, handle_uuid):
-        """Why the type of VF ``address`` must stay, or None."""
+        """Why the type of VF ``address`` must stay, or None: a domain
+        names it, or an ARQ other than the unbound one holds a handle of
+        it (or who holds it cannot be read)."""
         users = self._domains.devices_in_use()
         if address in users:
             return 'domain %s holds it' % users[address]
         try:
-            dep = self._vf(address)[1]
-            rp = self._provider(dep)
-            consumers = set(self._placement.allocations(rp))
             arqs = self._cyborg.all_arqs()
         except exception.SidecarError as exc:
             return 'who holds it cannot be read (%s)' % exc
-        unbound = {arq.get('instance_uuid') for arq in arqs
-                   if isinstance(arq, dict) and
-                   str(arq.get('attach_handle_uuid')).lower() == handle_uuid}
-        others = sorted(consumers - unbound)
-        if others:
-            return 'consumer %s holds an allocation on it' % others[0]
+        for arq in arqs:
+            if not isinstance(arq, dict):
+                continue
+            other = str(arq.get('attach_handle_uuid')).lower()
+            info = arq.get('attach_handle_info')
+            if (other not in ('none', handle_uuid) and
+                    isinstance(info, dict) and _info_address(info) ==
+                    address):
+                return 'ARQ %s holds it' % arq.get('uuid')
         return None
 
     # -- housekeeping -----------------------------------------------------

@@ -6,7 +6,8 @@ the VFs the operator gave a vGPU type are VGPU providers with the type's
 trait, the others are not offered, and a server asking for that type gets
 one such VF as a ``<hostdev managed='no'>``, which libvirt leaves on
 ``nvidia`` (``managed='yes'`` would detach it and lose the vGPU). With
-``[gpu] vfio_vgpu_types`` the idle VFs are offered too, and the sidecar
+``[gpu] vfio_vgpu_types`` the idle VFs are offered too (one provider of
+the card per type, of the type's capacity), and the sidecar
 writes the type when cyborg-conductor binds one (``create_vgpu_mdev``),
 and 0 back when the server is deleted (``remove_vgpu_mdev``).
 """
@@ -108,11 +109,13 @@ class VfioVgpuTest(test_sidecar.SidecarTestBase):
         card = self._start('compute1', {}, extra=(
             '[gpu]\nvfio_vgpu_types = 2331:%s\n' % H100_4C))
         sim.append(self.sidecars['compute1'].simulated)
-        # Every VF is idle and offered for the type.
+        # Every VF is idle and offered for the type, through one provider
+        # of the card for the type: 20 fit an H100, one per VF.
+        offered = 'compute1_%s_H100_4C' % card.pf
+        self.assertEqual(4, self.inventory(offered)['VGPU']['total'])
+        self.assertIn(TRAIT_4C, self.traits(offered))
         for vf in card.vfs:
-            self.assertEqual(1, self.inventory(
-                'compute1_' + vf)['VGPU']['total'])
-            self.assertIn(TRAIT_4C, self.traits('compute1_' + vf))
+            self.assertNotIn('compute1_' + vf, self._providers())
         _name, flavor = self.create_profile_flavor([{
             'resources:VGPU': '1', 'trait:' + TRAIT_4C: 'required'}])
         server = self.boot(flavor)
@@ -145,8 +148,8 @@ class VfioVgpuTest(test_sidecar.SidecarTestBase):
             lambda: self._current_type('compute1', vf) == '0',
             'the vGPU type of %s written back to 0' % vf)
         self.sidecars['compute1'].cycle()
-        self.assertEqual(1, self.inventory('compute1_' + vf)['VGPU']['total'])
-        self.assertIn(TRAIT_4C, self.traits('compute1_' + vf))
+        self.assertEqual(4, self.inventory(offered)['VGPU']['total'])
+        self.assertIn(TRAIT_4C, self.traits(offered))
 
         # An operator gives a VF another type behind the sidecar's back:
         # Placement still offers the VFs for 4C (no report since), which

@@ -34,12 +34,24 @@ class FakeCyborg(base.fakes.FakeCyborg):
     def __init__(self):
         super().__init__()
         self.handles = {}
+        #: consumer -> the VF its ARQ's handle names (attach_handle_info).
+        self.vfs = {}
 
     def all_arqs(self):
         if self.down:
             raise exception.CyborgError(reason='Cyborg is unreachable')
-        return [dict(arq, attach_handle_uuid=self.handles.get(consumer))
-                for consumer, arqs in self.arqs.items() for arq in arqs]
+        found = []
+        for consumer, arqs in self.arqs.items():
+            for arq in arqs:
+                arq = dict(arq, attach_handle_uuid=self.handles.get(consumer))
+                if consumer in self.vfs:
+                    domain, bus, rest = self.vfs[consumer].split(':')
+                    device, function = rest.split('.')
+                    arq['attach_handle_info'] = {
+                        'domain': domain, 'bus': bus, 'device': device,
+                        'function': function}
+                found.append(arq)
+        return found
 
 
 class _BindBase(base._Base):
@@ -65,17 +77,19 @@ class _BindBase(base._Base):
         super().bind(consumer, profile, vf)
         if handle:
             self.cyborg.handles[consumer] = handle
+            self.cyborg.vfs[consumer] = vf
 
     def handle(self, vf):
         """The attach handle the last discovery reported for ``vf``."""
-        return next(dep.attach_handles[0]
-                    for device in self.inventory.devices()
-                    for dep in device.deployables if dep.name == vf)
+        return next(h for device in self.inventory.devices()
+                    for dep in device.deployables
+                    for h in dep.attach_handles if h.address == vf)
 
     def traits(self, vf):
         return next([t for t in dep.traits if t.startswith('CUSTOM_')]
                     for device in self.inventory.devices()
-                    for dep in device.deployables if dep.name == vf)
+                    for dep in device.deployables
+                    if any(h.address == vf for h in dep.attach_handles))
 
 
 class BindTest(_BindBase):
@@ -114,14 +128,15 @@ class BindTest(_BindBase):
         self.assertEqual([], self.writes)
         self.assertEqual({}, gpu_vfio.read_set_at_bind(self.state))
 
-    def test_consumer_wanting_another_type_refuses(self):
-        # server-b was scheduled when VF 1 was offered for 8C, and the
-        # handle now asks 4C: its server would get the wrong vGPU.
-        self.bind('server-b', 'dp-8c', self.vfs[1], UUID_B)
+    def test_a_vf_given_to_another_arq_is_refused(self):
+        # The record names another ARQ's handle: the type it holds is
+        # that server's, never shared.
+        self.bind('server-a', 'dp-4c', self.vfs[1], UUID_A)
+        self.mdevs.create(self.vfs[1], H100_4C, UUID_A)
         ex = self.assertRaises(exception.DeviceBusy, self.mdevs.create,
                                self.vfs[1], H100_4C, UUID_B)
-        self.assertIn('server-b', str(ex))
-        self.assertEqual([], self.writes)
+        self.assertIn('another ARQ', str(ex))
+        self.assertEqual([(self.vfs[1], '1054')], self.writes)
 
     def test_held_card_is_refused(self):
         setter = self.make_setter(held=lambda card: card == self.card.pf)
@@ -175,12 +190,19 @@ class UnbindTest(_BindBase):
         self.mdevs.remove(self.vfs[1], H100_4C, UUID_A)
         self.assertEqual([(self.vfs[1], '0')], self.writes)
 
-    def test_kept_for_another_consumer(self):
-        self.placement.allocated[self.rp(self.vfs[1])] = ['server-c']
+    def test_kept_for_another_arq_on_the_vf(self):
+        self.bind('server-c', 'dp-4c', self.vfs[1], UUID_B)
         self.mdevs.remove(self.vfs[1], H100_4C, UUID_A)
         self.assertEqual([], self.writes)
-        self.assertIn('consumer server-c holds an allocation on it',
-                      self.log.output)
+        self.assertIn('ARQ arq-server-c holds it', self.log.output)
+
+    def test_other_servers_on_the_card_do_not_keep_it(self):
+        # One provider for the card's 4C: server-c's allocation there is
+        # for VF 2, not VF 1.
+        self.bind('server-c', 'dp-4c', self.vfs[2], UUID_B)
+        self.placement.allocated[self.rp(self.vfs[1])] = ['server-c']
+        self.mdevs.remove(self.vfs[1], H100_4C, UUID_A)
+        self.assertEqual([(self.vfs[1], '0')], self.writes)
 
     def test_kept_when_cyborg_cannot_be_read(self):
         self.cyborg.down = True
@@ -373,6 +395,7 @@ class RpcRaceTest(_BindBase):
             # Both ARQs are unbound (no domain any more): back to blank.
             self.placement.allocated.clear()
             self.cyborg.arqs.clear()
+            self.cyborg.handles.clear()
             for vf, name, handle in ((vf_a, H100_4C, UUID_A),
                                      (vf_b, H100_8C, UUID_B)):
                 self.client.call(rpc.admin_context(), 'remove_vgpu_mdev',
@@ -398,11 +421,12 @@ class VanishedTest(_BindBase):
         os.unlink(os.path.join(self.root, 'bus', 'pci', 'devices',
                                self.vfs[1]))
         (now,) = self.inventory.discover()
-        self.assertNotIn(self.vfs[1], [d.name for d in now.deployables])
+        self.assertNotIn(self.vfs[1], [h.address for d in now.deployables
+                                       for h in d.attach_handles])
         device, gone = keep.apply(now, last=before)
         self.assertEqual((self.vfs[1],), gone)
-        (dep,) = [d for d in device.deployables if d.name == self.vfs[1]]
-        self.assertEqual(expected, dep.attach_handles[0].attach_info())
+        self.assertIn(expected, [h.attach_info() for d in device.deployables
+                                 for h in d.attach_handles])
 
 
 class HealthAndGuestsTest(_BindBase):

@@ -87,29 +87,41 @@ class _Base(simhost.SimHostTestCase):
     def current(self, vf):
         return gpu_vfio.read_state(self.root, vf)[1]
 
+    def offered(self, device):
+        """``{deployable name: (count, type traits, [VFs])}``."""
+        return {d.name: (d.num_accelerators,
+                         [t for t in d.traits if t.startswith('CUSTOM_')],
+                         [h.address for h in d.attach_handles])
+                for d in device.deployables}
+
 
 class OfferTest(_Base):
 
-    def test_idle_vfs_offered_for_the_first_creatable_type(self):
+    def test_idle_vfs_offered_for_the_type_the_card_holds(self):
         (device,) = self.inventory.devices()
-        traits = {d.name: [t for t in d.traits if t.startswith('CUSTOM_')]
-                  for d in device.deployables}
         # VF 0 holds 4C; the card runs one type at a time, so its idle VFs
-        # can only host 4C now, whatever the option lists first.
-        self.assertEqual({vf: [TRAIT_4C] for vf in self.vfs}, traits)
+        # are offered for 4C only, whatever the option lists first: one
+        # provider of the card for the type, 20 fit an H100 (one is VF
+        # 0's), one vGPU per VF.
+        self.assertEqual({
+            self.vfs[0]: (1, [TRAIT_4C], [self.vfs[0]]),
+            self.card.pf + '_H100_4C': (3, [TRAIT_4C], self.vfs[1:])},
+            self.offered(device))
         self.assertEqual({'no'}, {h.managed for d in device.deployables
                                   for h in d.attach_handles})
 
-    def test_blank_card_offers_the_first_type(self):
+    def test_blank_card_offers_every_type_of_the_option(self):
         self.sim.set_vgpu_type(self.card, self.vfs[0], '0')
         (device,) = self.inventory.discover()
-        self.assertEqual({(TRAIT_8C,)}, {
-            tuple(t for t in d.traits if t.startswith('CUSTOM_'))
-            for d in device.deployables})
+        self.assertEqual({
+            self.card.pf + '_H100_8C': (4, [TRAIT_8C], self.vfs),
+            self.card.pf + '_H100_4C': (4, [TRAIT_4C], self.vfs)},
+            self.offered(device))
 
     def test_idle_vfs_have_a_vendor_vfio_handle(self):
         (device,) = self.inventory.devices()
-        handles = {d.name: d.attach_handles[0] for d in device.deployables}
+        handles = {h.address: h for d in device.deployables
+                   for h in d.attach_handles}
         # VF 0's type was set by the operator: a PCI handle; the offered
         # ones an MDEV handle cyborg-conductor calls the sidecar for.
         self.assertEqual(('PCI', 'no', False), (
@@ -186,25 +198,14 @@ class SetTypeTest(_Base):
         self.assertIn('instance-9', str(ex))
         self.assertEqual([], self.writes)
 
-    def test_refused_for_a_consumer_asking_no_type(self):
+    def test_a_consumer_asking_no_type_gets_the_providers(self):
+        # Its allocation is on the card's 4C provider: 4C is what it gets.
         self.bind('server-x', 'dp-any-gpu', self.vfs[1])
-        ex = self.assertRaises(exception.DeviceBusy, self.setter.set_type,
-                               self.vfs[1], H100_4C)
-        self.assertIn('server-x', str(ex))
-        self.assertEqual([], self.writes)
+        self.assertEqual('1054', self.setter.set_type(self.vfs[1], H100_4C))
 
-    def test_refused_for_a_consumer_without_an_arq(self):
-        self.placement.allocated[self.rp(self.vfs[1])] = ['server-x']
-        ex = self.assertRaises(exception.DeviceBusy, self.setter.set_type,
-                               self.vfs[1], H100_4C)
-        self.assertIn('no accelerator request', str(ex))
-        self.assertEqual([], self.writes)
-
-    def test_refused_when_placement_is_down(self):
+    def test_placement_is_not_needed(self):
         self.placement.down = True
-        self.assertRaises(exception.DeviceBusy, self.setter.set_type,
-                          self.vfs[1], H100_4C)
-        self.assertEqual([], self.writes)
+        self.assertEqual('1054', self.setter.set_type(self.vfs[1], H100_4C))
 
     def test_unknown_vf_and_bad_address(self):
         self.assertRaises(exception.UnknownDevice, self.setter.set_type,
@@ -331,14 +332,11 @@ class RaceTest(_Base):
         self.assertEqual([1054, 0], [self.current(vf)
                                      for vf in self.vfs[1:3]])
 
-    def test_a_type_promised_to_another_server_is_kept(self):
-        # server-b holds the allocation on VF 2 and wants 8C, which the
-        # provider is offered for: a 4C asked there is refused.
-        self.placement.traits[self.rp(self.vfs[2])] = [TRAIT_8C]
-        self.bind('server-b', 'dp-8c', self.vfs[2])
-        ex = self.assertRaises(exception.DeviceBusy, self.setter.set_type,
-                               self.vfs[2], H100_4C)
-        self.assertIn('server-b', str(ex))
-        self.assertIn(TRAIT_8C, str(ex))
-        self.assertEqual([], self.writes)
-        self.assertEqual('1056', self.setter.set_type(self.vfs[2]))
+    def test_a_handle_of_another_type_is_refused(self):
+        # VF 2 is offered by the card's 8C and 4C providers; once VF 1
+        # holds 4C, the 8C handle of VF 2 is refused cleanly.
+        self.setter.set_type(self.vfs[1], H100_4C)
+        ex = self.assertRaises(exception.InvalidArgument,
+                               self.setter.set_type, self.vfs[2], H100_8C)
+        self.assertIn('cannot host %r' % H100_8C, str(ex))
+        self.assertEqual([(self.vfs[1], '1054')], self.writes)
