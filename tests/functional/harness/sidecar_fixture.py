@@ -26,6 +26,7 @@ from sidecar import privileged
 from sidecar.daemon import factory
 from sidecar.report import objects as report_objects
 from tests.functional.harness import child
+from tests.functional.harness import guest_kernel
 from tests.functional.harness import identity
 
 CONFIG_TEMPLATE = """\
@@ -164,6 +165,9 @@ class SidecarFixture(fixtures.Fixture):
     def _setUp(self):
         base = self.useFixture(fixtures.TempDir()).path
         self.sysfs_root = self.simulated.write(os.path.join(base, 'sys'))
+        # The host's FPGA functions follow its guests (vfio-pci).
+        self.useFixture(guest_kernel.GuestKernel(self.connect,
+                                                 self.simulated))
         self.config_path = write_config(
             os.path.join(base, 'sidecar.conf'), host=self.host,
             drivers=','.join(self.drivers),
