@@ -6,11 +6,11 @@ not 0 (NVIDIA vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``); the gpu
 driver reports it with a PCI attach handle that Nova passes through with
 ``managed='no'``.
 
-An idle VF (type 0) of a card whose product ``[gpu] vfio_vgpu_types``
-names is offered for the first of those types its
-``creatable_vgpu_types`` lists, with a vendor-VFIO MDEV handle
-(:func:`set_at_bind_handle`): cyborg-conductor 17 calls the sidecar's
-``create_vgpu_mdev`` when it binds an MDEV handle, and
+The idle VFs (type 0) of a card whose product ``[gpu] vfio_vgpu_types``
+names are offered through one provider of the card per type, with a
+vendor-VFIO MDEV handle per VF (:func:`set_at_bind_handle`;
+:mod:`sidecar.drivers.gpu_vfio_card`): cyborg-conductor 17 calls the
+sidecar's ``create_vgpu_mdev`` when it binds an MDEV handle, and
 :mod:`sidecar.program.vgpu_types` writes the type then, and writes 0 back
 at ``remove_vgpu_mdev``. A VF keeps that handle while it holds the type it
 got at bind (:data:`SET_AT_BIND_FILE`), so that the handle of its ARQ
@@ -122,19 +122,6 @@ def parse_offers(items):
         key = '%04x' % int(product.lower().replace('0x', ''), 16)
         offers.setdefault(key, []).append(name)
     return offers
-
-
-def offer(function, offers):
-    """``(type id, name)`` an idle VF (``current_vgpu_type`` 0) of a card
-    whose product ``offers`` names is offered for: the first name in
-    option order that its ``creatable_vgpu_types`` lists now; None when
-    it lists none of them (the card is full, or hosts another type)."""
-    creatable = {name: type_id for type_id, name
-                 in function.vendor_vgpu.creatable}
-    for name in offers.get(function.product_id, ()):
-        if name in creatable:
-            return creatable[name], name
-    return None
 
 
 def read_state(sysfs_root, address):
