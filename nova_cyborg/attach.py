@@ -186,17 +186,54 @@ def _bind(manager, context, instance, cyclient, dp_name, mapping, existing,
 
 
 def _restore(manager, context, instance, cyclient, dp_name, added, created):
-    """Undo a failed attach: what was created goes, parked ARQs come back."""
-    move.retire(context, instance, created)
-    if move.parked(instance):
-        # A failure after the bind left some of them bound already.
-        bound = {arq.get('uuid') for arq in
-                 cyclient.get_arqs_for_instance(arq_owner(instance))}
-        move.unpark(manager.virtapi, context, instance, bound)
+    """Undo a failed attach, step by step; never raises.
+
+    The new ARQs go (deleted, or recorded as retired when Cyborg fails,
+    deleted at a later move or the delete); the records of the attach go;
+    the allocation loses what the attach added (Placement); the parked ARQs
+    are bound again (Cyborg). A step that fails does not stop the next
+    ones, so Cyborg being down leaves the allocation as it was before. The
+    attach record (``nova_cyborg_attaching``) is cleared only once the
+    allocation is: while it stays, nova-compute's restart rolls the attach
+    back (nova_cyborg.recovery). Parked ARQs that cannot be bound again
+    stay parked, and the next start of the guest binds them
+    (nova_cyborg.recovery).
+
+    :returns: what could not be put back (strings; empty if nothing).
+    """
+    failures = []
+
+    def step(what, func, *args):
+        try:
+            func(*args)
+            return True
+        except Exception as e:  # noqa: B902 (each step is best effort)
+            LOG.error('Putting back the failed attach of device profile '
+                      '%(dp)s: %(what)s failed: %(err)s',
+                      {'dp': dp_name, 'what': what,
+                       'err': exception.reason(e)}, instance=instance)
+            failures.append('%s: %s' % (what, exception.reason(e)))
+            return False
+
+    step(_('deleting its accelerator requests'), move.retire, context,
+         instance, created)
     forget(instance, [dp_name])
-    mark_attaching(instance, None)
-    instance.save()
-    allocations.remove(manager.reportclient, context, instance, added)
+    if step(_('taking its devices out of the allocation'),
+            allocations.remove, manager.reportclient, context, instance,
+            added):
+        mark_attaching(instance, None)
+    step(_('saving the server'), instance.save)
+    if move.parked(instance):
+        step(_('binding the parked accelerator requests again'), _unpark,
+             manager, context, instance, cyclient)
+    return failures
+
+
+def _unpark(manager, context, instance, cyclient):
+    # A failure after the bind left some of them bound already.
+    bound = {arq.get('uuid') for arq in
+             cyclient.get_arqs_for_instance(arq_owner(instance))}
+    move.unpark(manager.virtapi, context, instance, bound)
 
 
 def add(manager, context, instance, dp_name):
@@ -250,8 +287,11 @@ def _add(manager, context, instance, dp_name):
         LOG.error('Attaching the accelerators of device profile %(dp)s '
                   'failed; putting everything back: %(err)s',
                   {'dp': dp_name, 'err': reason}, instance=instance)
-        _restore(manager, context, instance, cyclient, dp_name, added,
-                 created)
+        left = _restore(manager, context, instance, cyclient, dp_name,
+                        added, created)
+        if left:
+            reason = _('%(reason)s; not put back: %(left)s') % {
+                'reason': reason, 'left': '; '.join(left)}
         raise exception.AcceleratorAttachFailed(reason=reason)
     LOG.info('Attached accelerators %s of device profile %s',
              ','.join(created), dp_name, instance=instance)

@@ -16,7 +16,7 @@ from nova_cyborg import exception
 KEY = 'nova_cyborg_attaching'
 
 
-class AttachingRecordTest(test.NoDBTestCase):
+class _AttachTestBase(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
@@ -42,6 +42,9 @@ class AttachingRecordTest(test.NoDBTestCase):
         self.add = self.useFixture(fixtures.MockPatch(
             'nova_cyborg.allocations.add')).mock
         self.manager = mock.Mock()
+
+
+class AttachingRecordTest(_AttachTestBase):
 
     def test_record_is_saved_before_the_allocation_changes(self):
         def add(*args):
@@ -107,3 +110,64 @@ class AttachingRecordTest(test.NoDBTestCase):
         self.assertRaises(ValueError, attach.attaching, self.instance)
         attach.mark_attaching(self.instance, 'my profile')
         self.assertEqual('my profile', attach.attaching(self.instance))
+
+
+class CyborgDownDuringColdPlugTest(_AttachTestBase):
+    """A stopped server with accelerators gets profile B; Cyborg goes
+    down right after its own ARQ was parked (unbound): the bind fails and
+    so does every Cyborg call of the roll back."""
+
+    def setUp(self):
+        super().setUp()
+        self.add.return_value = (
+            {uuids.rp_b: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp_b]})
+        self.instance.system_metadata = {}
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.flavor_arq, 'state': 'Bound'}]
+        self.cyclient.create_arqs.return_value = [
+            {'uuid': uuids.new_arq, 'device_profile_group_id': 0}]
+        self.cyclient.get_arq_device_rp_uuid.return_value = uuids.rp_b
+        down = exception.CyborgError(op='bind', msg='503', status=503)
+
+        def park(context, instance, existing):
+            from nova_cyborg import move
+            move.store(instance, move.PARKED_PREFIX,
+                       ['%s %s host' % (uuids.flavor_arq, uuids.rp_a)])
+            self.cyclient.get_arqs_for_instance.side_effect = down
+            self.cyclient.delete_arqs_strictly.side_effect = down
+        self.useFixture(fixtures.MockPatch('nova_cyborg.move.park',
+                                           side_effect=park))
+        self.useFixture(fixtures.MockPatch('nova_cyborg.move.bind_and_wait',
+                                           side_effect=down))
+        self.remove = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.allocations.remove')).mock
+
+    def test_allocation_put_back_records_cleared_parked_kept(self):
+        exc = self.assertRaises(exception.AcceleratorAttachFailed,
+                                attach._add, self.manager, self.context,
+                                self.instance, 'dp-b')
+        self.assertIn('not put back', exc.format_message())
+        self.assertIn('binding the parked', exc.format_message())
+        # The allocation loses what the attach added.
+        self.remove.assert_called_once_with(
+            self.manager.reportclient, self.context, self.instance,
+            {uuids.rp_b: {'resources': {'FPGA': 1}}})
+        meta = self.saved[-1]
+        # No attach, attaching or allocation record of B; its ARQ is
+        # retired (Cyborg could not delete it); the flavor's ARQ stays
+        # parked for the next start to bind.
+        self.assertNotIn(KEY, meta)
+        self.assertEqual(
+            {'nova_cyborg_parked_arq_0':
+                '%s %s host' % (uuids.flavor_arq, uuids.rp_a),
+             'nova_cyborg_retired_arq_0': uuids.new_arq}, meta)
+
+    def test_record_kept_when_placement_fails_too(self):
+        self.remove.side_effect = exception.AcceleratorAttachFailed(
+            reason='Placement unreachable')
+        exc = self.assertRaises(exception.AcceleratorAttachFailed,
+                                attach._add, self.manager, self.context,
+                                self.instance, 'dp-b')
+        self.assertIn('allocation', exc.format_message())
+        # Restart rolls it back: the attach record stays.
+        self.assertEqual('1 dp-b', self.saved[-1][KEY])
