@@ -20,7 +20,10 @@ sidecar asks the same fakelibvirt connection which devices the domains
 use. That is why both run in this one process: on a real host they share
 libvirtd. The mdevs the sidecar creates and removes for vGPUs appear in
 and leave both the tree and fakelibvirt's node devices, as the kernel and
-libvirtd make them (:class:`localcloud.devices.MdevKernel`).
+libvirtd make them (:class:`localcloud.devices.MdevKernel`); the FPGA
+functions that running guests hold are on ``vfio-pci`` in the tree, their
+DFL devices gone, as libvirt's managed hostdevs leave them
+(:mod:`tests.functional.harness.guest_kernel`).
 
 Every domain's XML is written to ``--domain-xml-dir/<uuid>.xml`` whenever
 libvirt is given it, and removed when the domain is undefined, so that a
@@ -71,6 +74,7 @@ from localcloud import remotefs  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from sidecar.daemon import factory  # noqa: E402
+from tests.functional.harness import guest_kernel  # noqa: E402
 
 LOG = logging.getLogger('localcloud.compute_host')
 
@@ -372,7 +376,9 @@ def main():
     for fixture in (_host_fixtures(connection) + domains.fixtures() +
                     migration.Migrations(domains,
                                          peers.addresses).fixtures() +
-                    remotefs.fixtures_for(peers) + kernel.fixtures()):
+                    remotefs.fixtures_for(peers) + kernel.fixtures() +
+                    # The FPGA functions its guests hold are on vfio-pci.
+                    [guest_kernel.GuestKernel(lambda: connection, host)]):
         fixture.setUp()
     start_sidecar(args.sidecar_config, connection, args.ready_file)
     sys.argv = ['nova-compute'] + nova_args

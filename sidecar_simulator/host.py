@@ -35,9 +35,10 @@ and ``remove_attr`` corrupt the tree only.
 
 Writing over a tree written before (a host's process restarts) replaces
 it in place. The kernel keeps some state across a restart of the services
-that use it: what an FPGA port has loaded and the mdevs created.
-:meth:`SimulatedHost.load_state` takes that state from an existing tree
-first, so that a restarted host finds its hardware as it left it::
+that use it: what an FPGA port has loaded, the mdevs created and which
+functions a guest has on ``vfio-pci``. :meth:`SimulatedHost.load_state`
+takes that state from an existing tree first, so that a restarted host
+finds its hardware as it left it::
 
     host.load_state('/tmp/sys').write('/tmp/sys')
 """
@@ -276,15 +277,18 @@ class SimulatedHost:
 
         That is what the kernel keeps while the services that use the
         devices restart: each FPGA port's loaded function (``afu_id``,
-        which a programmer writes to the tree directly), and each mdev
-        type's mdevs and available instances. Functions missing from the
-        tree keep their description; nothing is written.
+        which a programmer writes to the tree directly), each mdev
+        type's mdevs and available instances, and the functions on
+        ``vfio-pci`` (a port under one has no ``afu_id`` to read: it keeps
+        its description's). Functions missing from the tree keep their
+        description; nothing is written.
         """
         saved, self.root = self.root, root
         try:
             for f in self.functions.values():
                 if not os.path.isdir(self._dir(f.address)):
                     continue
+                self._load_driver(f)
                 for t in f.mdev_types:
                     type_dir = self._dir(f.address, 'mdev_supported_types',
                                          t.type_id)
@@ -301,6 +305,19 @@ class SimulatedHost:
         finally:
             self.root = saved
         return self
+
+    def _load_driver(self, f):
+        """A function a guest had (its ``driver`` link to ``vfio-pci``,
+        :mod:`sidecar_simulator.kernel`) stays on it, its own driver kept
+        for when it is given back."""
+        try:
+            driver = os.path.basename(os.readlink(self._dir(f.address,
+                                                            'driver')))
+        except OSError:
+            return
+        if driver == 'vfio-pci' and f.driver != driver:
+            self.overridden[f.address] = f.driver
+            f.driver = driver
 
     def _write_function(self, f):
         path = self._dir(f.address)

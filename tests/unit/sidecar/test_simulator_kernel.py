@@ -143,6 +143,20 @@ class KernelTest(simhost.SimHostTestCase):
         kernel.release(self.host, PF)
         self.assertEqual('dfl-pci', self._driver(PF))
 
+    def test_a_restarted_host_keeps_what_a_guest_has(self):
+        self._host()
+        kernel.bind_vfio(self.host, PF)
+        again = simulator.SimulatedHost()
+        again_dfl = dfl.DflHost(again)
+        again_dfl.add_card('d5005', afu_id=AFU)
+        again.load_state(self.sys)
+        again_dfl.write(self.sys, self.dev)
+        self.assertEqual('vfio-pci', self._driver(PF))
+        self.assertIsNone(self._card())
+        kernel.release(again, PF)
+        self.assertEqual('dfl-pci', self._driver(PF))
+        self.assertIsNotNone(self._card())
+
     # (c) host reboot
 
     def test_reboot_returns_released_ports_and_default_afus(self):
