@@ -12,6 +12,7 @@ errors (the message is the only argument), ``OSError``,
 
 import ctypes
 import fcntl
+import glob
 import os
 import re
 import signal
@@ -318,6 +319,28 @@ def set_sriov_numvfs(root, address, count):
         raise _invalid('VF count', '%r is not 0 to 256' % (count,))
     _write_sysfs(root, os.path.join('bus', 'pci', 'devices', address,
                                     'sriov_numvfs'), str(count))
+
+
+@sidecar_pctxt.entrypoint
+def qat_heartbeat(root, address):
+    """``[(debugfs directory, status)]`` of the QAT device ``address``:
+    each ``<root>/kernel/debug/qat_<device>_<address>/heartbeat/status``
+    (Documentation/ABI/testing/debugfs-driver-qat: 0 healthy, -1
+    unresponsive; reading it polls the device). debugfs is root's only
+    (mode 0700), hence here. Nothing when debugfs does not show it."""
+    real_root = _check_abs_dir('sysfs root', root)
+    _check_address(address)
+    found = []
+    for path in sorted(glob.glob(os.path.join(
+            real_root, 'kernel', 'debug', 'qat_*_' + address, 'heartbeat',
+            'status'))):
+        real = os.path.realpath(path)
+        if os.path.commonpath([real_root, real]) != real_root:
+            continue
+        with open(real) as f:
+            found.append((os.path.basename(os.path.dirname(
+                os.path.dirname(path))), f.read(64).strip()))
+    return found
 
 
 #: The DFL error files the kernel clears when their value is written

@@ -53,16 +53,23 @@ SOURCES = {
                      '(/sys/kernel/debug/qat_<device>_<BDF>/heartbeat/'
                      'status: 0 healthy, -1 unresponsive); drivers/crypto/'
                      'intel/qat/qat_common/adf_dbgfs.c (ADF_DEVICE_NAME_'
-                     'PREFIX "qat_", the device class name "4xxx", '
-                     'pci_name)',
+                     'PREFIX "qat_", the device class name "4xxx", or '
+                     '"420xx" for 4946 (ADF_420XX_DEVICE_NAME), pci_name)',
+    'qat_ras': 'Documentation/ABI/testing/sysfs-driver-qat_ras '
+               '(qat_ras/errors_correctable, errors_nonfatal, errors_fatal: '
+               'counts, "%u"; reset_error_counters zeroes them)',
     'qat': 'Documentation/ABI/testing/sysfs-driver-qat (qat/state "up" or '
            '"down", qat/cfg_services such as "sym;asym" or "dc"); PCI ids: '
            'drivers/crypto/intel/qat/qat_common/adf_accel_devices.h '
-           '(4940/4941 4xxx, 4942/4943 401xx, 4944/4945 402xx PF/VF)',
+           '(4940/4941 4xxx, 4942/4943 401xx, 4944/4945 402xx, 4946/4947 '
+           '420xx PF/VF)',
 }
 
 #: PCI ids of QAT GEN4 PFs and their VFs (adf_accel_devices.h).
-QAT_4XXX = {'4940': '4941', '4942': '4943', '4944': '4945'}
+QAT_4XXX = {'4940': '4941', '4942': '4943', '4944': '4945',
+            '4946': '4947'}
+#: The debugfs device class name (adf_dbgfs.c): "420xx" for 4946.
+_DEBUGFS_NAME = {'4946': '420xx'}
 BRIDGE_CLASS = '060400'
 #: pci_speed_string of PCIe generations 1 to 5.
 SPEEDS = ('2.5', '5.0', '8.0', '16.0', '32.0')
@@ -73,7 +80,8 @@ _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
     (r'(current|max)_link_(speed|width)$', 'link'),
     (r'/config$', 'config'),
     (r'/qat/(state|cfg_services)$', 'qat'),
-    (r'^kernel/debug/qat_4xxx_[0-9a-f:.]+/heartbeat/status$',
+    (r'/qat_ras/errors_(correctable|nonfatal|fatal)$', 'qat_ras'),
+    (r'^kernel/debug/qat_(4xxx|420xx)_[0-9a-f:.]+/heartbeat/status$',
      'qat_heartbeat'),
     (r'/(vendor|device|class)$', 'port'),
 ))
@@ -210,9 +218,11 @@ def set_config_alive(host, address, alive=True):
         out.write(data)
 
 
-def set_qat(host, address, state=None, services=None, heartbeat=None):
-    """A QAT 4xxx PF's ``qat/state``, ``qat/cfg_services`` and debugfs
-    heartbeat ``status`` (``'0'``, ``'-1'``; None: leave as it is)."""
+def set_qat(host, address, state=None, services=None, heartbeat=None,
+            ras=None):
+    """A QAT 4xxx PF's ``qat/state``, ``qat/cfg_services``, debugfs
+    heartbeat ``status`` (``'0'``, ``'-1'``; None: leave as it is) and
+    ``ras`` (``{'errors_fatal': n, ...}``: its qat_ras counters)."""
     if host.functions[address].product_id not in QAT_4XXX:
         raise KeyError('%s is not a QAT 4xxx PF' % address)
     # SOURCES['qat']
@@ -222,9 +232,13 @@ def set_qat(host, address, state=None, services=None, heartbeat=None):
         _write(host._dir(address, 'qat', 'cfg_services'), services)
     if heartbeat is not None:
         # SOURCES['qat_heartbeat']
+        name = _DEBUGFS_NAME.get(host.functions[address].product_id, '4xxx')
         _write(os.path.join(host.root, 'kernel', 'debug',
-                            'qat_4xxx_' + address, 'heartbeat', 'status'),
-               heartbeat)
+                            'qat_%s_%s' % (name, address), 'heartbeat',
+                            'status'), heartbeat)
+    for counter, value in (ras or {}).items():
+        # SOURCES['qat_ras']
+        _write(host._dir(address, 'qat_ras', counter), str(value))
 
 
 def add_qat(host, address, services='sym;asym', num_vfs=4,
@@ -235,7 +249,9 @@ def add_qat(host, address, services='sym;asym', num_vfs=4,
                      num_vfs=num_vfs, vf_product_id=QAT_4XXX[product_id])
     if host.root is not None:
         host.write(host.root)
-        set_qat(host, pf.address, 'up', services, heartbeat='0')
+        set_qat(host, pf.address, 'up', services, heartbeat='0',
+                ras={'errors_correctable': 0, 'errors_nonfatal': 0,
+                     'errors_fatal': 0})
     return pf.address
 
 
@@ -250,7 +266,8 @@ def written_paths(host):
             path = os.path.join(top, name)
             rel = os.path.relpath(path, host.root)
             port = os.path.basename(top) in _roots(host)
-            if (port or '/qat/' in rel or rel.startswith('kernel/') or
+            if (port or '/qat/' in rel or '/qat_ras/' in rel or
+                    rel.startswith('kernel/') or
                     any(name.startswith(n) for n in names) or
                     name.startswith(('current_link', 'max_link'))):
                 result.append(rel)

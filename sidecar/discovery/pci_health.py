@@ -43,7 +43,11 @@ PCI_ERROR_RESPONSE = 0xffff
 PORT_FATAL = 'upstream'
 PORT_SURPRISE_DOWN = 'surprise-down'
 ROOTPORT_FATAL = 'rootport'
+#: A QAT device's own fatal error count (sysfs-driver-qat_ras).
+QAT_FATAL = 'qat-ras-fatal'
 PHRASES = {
+    QAT_FATAL: '%(n)d fatal error(s) counted by QAT device %(port)s '
+               '(qat_ras/errors_fatal)',
     PORT_FATAL: '%(n)d fatal PCIe AER error(s) at upstream port %(port)s',
     PORT_SURPRISE_DOWN: 'Surprise Down at upstream port %(port)s '
                         '(%(n)d): the link to the device went down',

@@ -14,23 +14,32 @@ Neutron physical network in its attach_info, which Nova's
 ``CUSTOM_<PHYSNET>`` as Cyborg's NIC driver does (a device profile
 requires it to land on that network).
 
-An Intel QAT GEN4 PF (4xxx, 401xx, 402xx) serves what its
+An Intel QAT GEN4 PF (4xxx, 401xx, 402xx, 420xx) serves what its
 ``qat/cfg_services`` names (Documentation/ABI/testing/sysfs-driver-qat:
 ``sym;asym``, ``dc``...; its VFs serve the same): the deployable carries
 ``CUSTOM_QAT_SERVICE_<SERVICES>`` (``CUSTOM_QAT_SERVICE_SYM_ASYM``,
 ``CUSTOM_QAT_SERVICE_DC``; in a fixed order, as the kernel treats
 ``asym;sym`` as ``sym;asym``), so that a device profile asks for crypto
-or compression. Its ``qat/state`` other than ``up`` is a health fault, and
-so is a heartbeat ``status`` other than 0 where debugfs shows it
-(``<sysfs_root>/kernel/debug/qat_<device>_<address>/heartbeat/status``,
-Documentation/ABI/testing/debugfs-driver-qat: reading it polls the
-device).
+or compression. Its health:
+
+- ``qat/state`` other than ``up`` is a fault;
+- a rise of ``qat_ras/errors_fatal`` over the count first seen is a
+  fault (Documentation/ABI/testing/sysfs-driver-qat_ras, kernel 6.7; the
+  baseline is kept in ``health.json``); it lifts when the count falls
+  back, as ``echo 1 > qat_ras/reset_error_counters`` makes it; rises of
+  ``errors_nonfatal`` and ``errors_correctable`` are logged;
+- a heartbeat ``status`` other than 0
+  (``<sysfs_root>/kernel/debug/qat_<device>_<address>/heartbeat/status``,
+  Documentation/ABI/testing/debugfs-driver-qat: reading it polls the
+  device; it exists for the GEN4 PFs and for c62x, c3xxx and dh895xcc) is
+  a fault. debugfs is root's only, so it is read through the privileged
+  daemon (:func:`sidecar.privileged.qat_heartbeat`); ``discover``, which
+  starts no privileged daemon, does not read it.
 """
 
 import dataclasses
 import fnmatch
 import functools
-import glob
 import os
 import re
 import typing
@@ -45,6 +54,7 @@ from sidecar.discovery import pci_health
 from sidecar.drivers import base
 from sidecar import exception
 from sidecar import model
+from sidecar import privileged
 from sidecar.sources import base as sources
 
 LOG = logging.getLogger(__name__)
@@ -58,8 +68,19 @@ _PHYSNET = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
 _ID = re.compile(r'^(?:0x)?[0-9a-f]{1,4}$')
 _GLOB = re.compile(r'^[0-9a-f*?\[\]!:.-]+$')
 _LEGAL = re.compile(r'^[A-Z0-9_]+$')
-#: QAT GEN4 PFs (drivers/crypto/intel/qat/qat_common/adf_accel_devices.h).
-QAT_PFS = frozenset(('4940', '4942', '4944'))
+#: QAT GEN4 PFs and their VFs (drivers/crypto/intel/qat/qat_common/
+#: adf_accel_devices.h: ADF_4XXX/401XX/402XX/420XX_PCI_DEVICE_ID and
+#: their IOV ids).
+QAT_GEN4 = {'4940': '4941', '4942': '4943', '4944': '4945',
+            '4946': '4947'}
+QAT_PFS = frozenset(QAT_GEN4)
+QAT_VFS = frozenset(QAT_GEN4.values())
+#: Older QAT PFs with a debugfs heartbeat (include/linux/pci_ids.h
+#: PCI_DEVICE_ID_INTEL_QAT_DH895XCC 0435, C62X 37c8, C3XXX 19e2;
+#: debugfs-driver-qat).
+QAT_HEARTBEAT_PFS = QAT_PFS | frozenset(('0435', '37c8', '19e2'))
+#: qat_ras counters logged when they rise (sysfs-driver-qat_ras).
+QAT_RAS_LOGGED = ('errors_nonfatal', 'errors_correctable')
 #: cfg_services in the order of the ABI document; others follow, sorted.
 QAT_SERVICES = ('sym', 'asym', 'dc', 'dcc', 'decomp')
 _SERVICE = re.compile(r'^[a-z0-9]{1,16}$')
@@ -292,31 +313,66 @@ class PciDriver(base.DiscoveryDriver):
             return set()
 
     def health(self, device):
-        """The PCI checks, and a QAT PF's ``qat/state`` and heartbeat."""
+        """The PCI checks, and a QAT PF's ``qat/state``, ``qat_ras``
+        counters and heartbeat."""
         observation = super().health(device)
         if observation.gone or device.vendor != '8086' or \
-                device.model not in QAT_PFS:
+                device.model not in QAT_HEARTBEAT_PFS:
             return observation
-        problems, unreadable = [], []
+        problems, unreadable, fatal = [], [], []
         try:
-            state = pci_health.read(os.path.join(
-                self._qat_dir(device.address), 'state'))
-            if state is not None and state != 'up':
-                problems.append('QAT device state is %r, not up'
-                                % state[:32])
-            for path in glob.glob(os.path.join(
-                    self.sysfs_root, 'kernel', 'debug',
-                    'qat_*_' + device.address, 'heartbeat', 'status')):
-                status = pci_health.read(path)
-                if status is not None and status != '0':
+            if device.model in QAT_PFS:
+                state = pci_health.read(os.path.join(
+                    self._qat_dir(device.address), 'state'))
+                if state is not None and state != 'up':
+                    problems.append('QAT device state is %r, not up'
+                                    % state[:32])
+                fatal = self._qat_ras(device.address)
+            # ``discover`` (read_only) starts no privileged daemon.
+            beats = () if getattr(self, 'read_only', False) else \
+                privileged.qat_heartbeat(self.sysfs_root, device.address)
+            for name, status in beats:
+                if status != '0':
                     problems.append('QAT heartbeat status is %r: the device '
-                                    'is unresponsive' % status[:16])
+                                    'is unresponsive (%s)' % (status[:16],
+                                                              name))
         except pci_health.Unreadable as exc:
             unreadable.append(str(exc))
+        except (OSError, exception.InvalidArgument) as exc:
+            unreadable.append('QAT heartbeat of %s: %s' % (device.address,
+                                                           exc))
         return dataclasses.replace(
             observation,
             problems=observation.problems + tuple(problems),
+            fatal=tuple(sorted(observation.fatal + tuple(fatal))),
             unreadable=observation.unreadable + tuple(unreadable))
+
+    def _qat_ras(self, address):
+        """``[(key, errors_fatal)]`` for the monitor's baseline; rises of
+        the other counters are logged."""
+        ras = sources.sysfs_attr_path(self.sysfs_root, address, 'qat_ras')
+        counts = {}
+        for name in ('errors_fatal',) + QAT_RAS_LOGGED:
+            text = pci_health.read(os.path.join(ras, name))
+            if text is not None and text.isdigit():
+                counts[name] = int(text)
+        seen = getattr(self, '_ras_seen', None)
+        if seen is None:
+            seen = self._ras_seen = {}
+        for name in QAT_RAS_LOGGED:
+            before = seen.get((address, name))
+            now = counts.get(name)
+            if now is not None and before is not None and now > before:
+                LOG.warning('QAT device %s: %d new %s (qat_ras/%s)',
+                            address, now - before,
+                            name.replace('errors_', '').replace('_', '-')
+                            + ' error(s)', name)
+            if now is not None:
+                seen[(address, name)] = now
+        if 'errors_fatal' not in counts:
+            return []
+        return [('%s %s' % (address, pci_health.QAT_FATAL),
+                 counts['errors_fatal'])]
 
     def _device(self, root, spec, handles):
         traits = {os_traits.OWNER_CYBORG}

@@ -8,9 +8,12 @@ text), and goes when the fault goes.
 """
 
 import os
+from unittest import mock
 
 import fixtures
 import testtools
+
+from sidecar import privileged
 
 from sidecar.discovery import health
 from sidecar.discovery import pci_health
@@ -21,6 +24,7 @@ from sidecar_simulator import faults
 from sidecar_simulator import host as simulator
 from sidecar_simulator import pci_health as sim_health
 from tests.unit.sidecar import simhost
+from tests.unit.sidecar import test_privileged
 
 NIC = '0000:3b:00.0'
 NIC_PORT = '0000:3a:00.0'
@@ -33,6 +37,8 @@ class PciHealthTestCase(simhost.SimHostTestCase):
 
     def setUp(self):
         super().setUp()
+        # The QAT heartbeat is read through the privileged daemon.
+        self.useFixture(test_privileged.InProcess())
         self.now = 1000000.0
         self.sim = self.host(
             pfs=[{'address': NIC, 'num_vfs': 2}],
@@ -297,6 +303,58 @@ class QatTest(PciHealthTestCase):
         sim_health.set_qat(self.sim, QAT, heartbeat='0')
         self.assertHealthy()
 
+    def test_heartbeat_read_through_the_privileged_daemon(self):
+        # debugfs is root's only (mode 0700): never read in the daemon.
+        with mock.patch.object(privileged, 'qat_heartbeat',
+                               return_value=[('qat_4xxx_' + QAT, '-1')]) \
+                as heartbeat:
+            self.assertFenced(QAT, "QAT heartbeat status is '-1'")
+        heartbeat.assert_called_with(self.root, QAT)
+
+    def test_heartbeat_unreadable_keeps_the_verdict(self):
+        with mock.patch.object(privileged, 'qat_heartbeat',
+                               side_effect=OSError(13, 'Permission denied')):
+            self.assertHealthy()
+
+    def test_fatal_ras_count_rise_then_reset(self):
+        sim_health.set_qat(self.sim, QAT, ras={'errors_fatal': 2})
+        self.assertHealthy()  # counted before: the baseline
+        sim_health.set_qat(self.sim, QAT, ras={'errors_fatal': 3})
+        self.assertFenced(QAT, '1 fatal error(s) counted by QAT device %s '
+                               '(qat_ras/errors_fatal)' % QAT)
+        # echo 1 > qat_ras/reset_error_counters
+        sim_health.set_qat(self.sim, QAT, ras={'errors_fatal': 0})
+        self.assertHealthy()
+
+    def test_nonfatal_ras_counts_are_logged(self):
+        self.assertHealthy()
+        sim_health.set_qat(self.sim, QAT, ras={'errors_nonfatal': 4,
+                                               'errors_correctable': 1})
+        self.assertHealthy()
+        self.assertIn('QAT device %s: 4 new nonfatal error(s) '
+                      '(qat_ras/errors_nonfatal)' % QAT, self.log.output)
+        self.assertIn('1 new correctable error(s)', self.log.output)
+
+    def test_420xx(self):
+        qat2 = '0000:6c:00.0'
+        sim_health.add_qat(self.sim, qat2, 'dc', num_vfs=2,
+                           product_id='4946')
+        self.config.config(group='pci', device_spec=[
+            '{"vendor_id": "8086", "product_id": "4946", '
+            '"resource_class": "QAT"}'])
+        self.drivers = [pci.PciDriver(self.conf, self.source)]
+        self.assertEqual('4947', self.sim.functions[
+            self.sim.functions[qat2].virtfns[0]].product_id)
+        devices = self.cycle()
+        self.assertEqual(['CUSTOM_QAT_SERVICE_DC'], sorted(
+            t for t in devices[qat2].deployables[0].traits
+            if t.startswith(pci.QAT_TRAIT)))
+        sim_health.set_qat(self.sim, qat2, heartbeat='-1')
+        self.cycle()
+        self.assertIn("QAT heartbeat status is '-1': the device is "
+                      "unresponsive (qat_420xx_%s)" % qat2,
+                      self.monitor.unhealthy()[qat2])
+
     def test_state_down_is_a_fault(self):
         self.assertHealthy()
         sim_health.set_qat(self.sim, QAT, state='down')
@@ -312,7 +370,7 @@ class SimulatorSourcesTest(PciHealthTestCase):
         paths = sim_health.written_paths(self.sim)
         for expected in ('aer_rootport_total_err_fatal', 'aer_dev_fatal',
                          'max_link_width', 'config', 'qat/cfg_services',
-                         'heartbeat/status'):
+                         'heartbeat/status', 'qat_ras/errors_fatal'):
             self.assertTrue(any(p.endswith(expected) for p in paths),
                             expected)
         for path in paths:
