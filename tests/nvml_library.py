@@ -123,6 +123,42 @@ class FakeLibNvml:
         count._obj.value = ecc
         return pynvml.NVML_SUCCESS
 
+    def _state(self, device, key):
+        """A GPU's ``key`` (``recovery``, ``remapped``): its value, or the
+        nvmlReturn_t error; NOT_SUPPORTED when the GPU has none."""
+        value = self.gpus[self._gpu(device)].get(
+            key, (pynvml.NVML_ERROR_NOT_SUPPORTED,))
+        if isinstance(value, tuple) and len(value) == 1:
+            return value[0], None
+        return pynvml.NVML_SUCCESS, value
+
+    # nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device,
+    #     int valuesCount, nvmlFieldValue_t *values)
+    def nvmlDeviceGetFieldValues(self, device, count, values):
+        for index in range(count.value):
+            field = values._obj[index]
+            assert field.fieldId == \
+                pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, field.fieldId
+            ret, action = self._state(device, 'recovery')
+            if ret == pynvml.NVML_ERROR_GPU_IS_LOST:
+                return ret
+            field.nvmlReturn = ret
+            if action is not None:
+                field.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                field.value.uiVal = action
+        return pynvml.NVML_SUCCESS
+
+    # nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device,
+    #     unsigned int *corrRows, unsigned int *uncRows,
+    #     unsigned int *isPending, unsigned int *failureOccurred)
+    def nvmlDeviceGetRemappedRows(self, device, corr, unc, pending,
+                                  failure):
+        ret, rows = self._state(device, 'remapped')
+        if rows is not None:
+            for ref, value in zip((corr, unc, pending, failure), rows):
+                ref._obj.value = value
+        return ret
+
 
 class NvmlLibrary(fixtures.Fixture):
     """pynvml with :class:`FakeLibNvml` (``gpus``) as its C library;

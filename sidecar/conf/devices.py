@@ -186,17 +186,21 @@ HEALTH_OPTS = [
                      'fault for every device.'),
     cfg.ListOpt('nvml_fault_xids',
                 item_type=cfg.types.Integer(min=1),
-                default=[48, 63, 64, 74, 79, 92, 94, 95, 119, 120],
-                help='NVIDIA XIDs that make a GPU unhealthy where the host '
-                     'has NVML (the ``nvidia`` driver holds the GPU, and '
-                     'the optional ``nvidia-ml-py`` is installed): by '
-                     'default those NVIDIA\'s XID catalogue resolves with '
-                     'a GPU reset or a reboot (double-bit ECC, row '
-                     'remapping, NVLink, fallen off the bus, contained and '
-                     'uncontained ECC, GSP errors). Other critical XIDs, '
-                     'such as the application errors 13, 31, 43, 45, 68 '
-                     'and 109, are logged. A double-bit ECC event and a '
-                     'rise of the volatile uncorrected ECC count are '
-                     'faults too. The GPU stays held until the sidecar '
-                     'restarts (after the GPU was reset).'),
+                default=[],
+                help='Where the host has NVML (the ``nvidia`` driver holds '
+                     'the GPU, and the optional ``nvidia-ml-py`` is '
+                     'installed), the NVIDIA XIDs that make a GPU '
+                     'unhealthy. Empty (the default): every critical XID '
+                     'but the application errors 13, 31, 43, 45, 68 and '
+                     '109, as NVIDIA\'s Kubernetes device plugin treats '
+                     'them (internal/rm/health.go). A list: only those '
+                     'XIDs; the others are logged. A double-bit ECC event, '
+                     'a rise of the volatile uncorrected ECC count, a '
+                     'recovery action other than none, a row remapping '
+                     'pending or failed and a lost GPU are faults too. XID '
+                     'and ECC faults are kept in ``nvml.json`` under '
+                     '``[sidecar] state_path`` until the host reboots or '
+                     'an operator clears them after a GPU reset '
+                     '(``nova-cyborg-sidecar-manage device clear-errors '
+                     '<GPU>``).'),
 ]

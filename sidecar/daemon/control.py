@@ -10,7 +10,9 @@ behind its back and answers only once the change is in effect.
 Requests (``op``): ``list``; ``enable`` / ``disable`` (``device``,
 ``reason``); ``program`` (``device``, ``image``); ``journal``;
 ``clear-errors`` (``device``: a DFL card's errors cleared,
-:func:`sidecar.drivers.dfl_health.clear_errors`). Answers:
+:func:`sidecar.drivers.dfl_health.clear_errors`, or a GPU's NVML faults
+forgotten, :meth:`sidecar.discovery.nvml_health.NvmlHealth.clear`).
+Answers:
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``.
 """
 
@@ -201,17 +203,23 @@ class Control:
 
     def clear_errors(self, request):
         device = self._device(request.get('device'))
-        if device.type != 'FPGA':
+        nvml = getattr(self._sidecar.inventory, 'nvml', None)
+        if device.type == 'GPU' and nvml is not None:
+            # NVML's XID and ECC faults, after the GPU was reset.
+            cleared = nvml.clear(device.functions())
+        elif device.type != 'FPGA':
             raise exception.InvalidArgument(
-                name='device', reason='%s is a %s, not a DFL FPGA card' % (
+                name='device', reason='%s is a %s: only a DFL FPGA card\'s '
+                'or an NVML-watched GPU\'s errors are cleared' % (
                     device.address, device.type))
-        try:
-            cleared = dfl_health.clear_errors(self._sidecar.conf.sidecar
-                                              .sysfs_root, device)
-        except OSError as exc:
-            raise exception.InvalidArgument(
-                name='device', reason='the kernel refused to clear the '
-                'errors of %s: %s' % (device.address, exc))
+        else:
+            try:
+                cleared = dfl_health.clear_errors(
+                    self._sidecar.conf.sidecar.sysfs_root, device)
+            except OSError as exc:
+                raise exception.InvalidArgument(
+                    name='device', reason='the kernel refused to clear the '
+                    'errors of %s: %s' % (device.address, exc))
         LOG.info('Errors of %s cleared by an operator: %s', device.address,
                  ', '.join(cleared) or 'none were set')
         return dict(self._apply(device), cleared=cleared)

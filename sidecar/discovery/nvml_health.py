@@ -15,12 +15,19 @@ Kubernetes device plugin does (NVIDIA/k8s-device-plugin
   ``NVML_ERROR_TIMEOUT``); a wait that fails otherwise leaves every GPU's
   health unread (the plugin marks every device unhealthy then), which the
   monitor turns into *Unknown* after ``[health] unknown_after``;
-- an XID that ``[health] nvml_fault_xids`` lists (by default those
-  NVIDIA's XID catalogue says need a GPU reset or a node reboot:
-  docs.nvidia.com/deploy/xid-errors) or a double-bit ECC event is a fault
-  of that GPU; other critical XIDs are logged (the application errors
-  13, 31, 43, 45, 68 and 109 that health.go skips: the GPU is still
-  healthy);
+- every critical XID but the application errors 13, 31, 43, 45, 68
+  and 109 is a fault of that GPU, as health.go treats them (it skips
+  only those: "application errors: the GPU should still be healthy");
+  ``[health] nvml_fault_xids``, when set, lists the only XIDs that are
+  faults instead. Others are logged. A double-bit ECC event is a fault;
+- NVIDIA's state-based signals, read every cycle where the driver and
+  the binding provide them (NVIDIA's "A100 GPU memory error management",
+  Error Recovery and Response Flags; nvml.h): the GPU's recovery action
+  (``nvmlDeviceGetFieldValues`` of
+  ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, R555 and later) other than
+  ``NVML_GPU_RECOVERY_ACTION_NONE``, and a row remapping pending or
+  failed (``nvmlDeviceGetRemappedRows``) are faults while they last; a
+  GPU NVML reports lost (``NVML_ERROR_GPU_IS_LOST``) is a fault at once;
 - the volatile uncorrected ECC count (``nvmlDeviceGetTotalEccErrors``,
   ``NVML_MEMORY_ERROR_TYPE_UNCORRECTED``, ``NVML_VOLATILE_ECC``) rising
   above the count first seen is a fault; it is healthy again when the
@@ -28,9 +35,13 @@ Kubernetes device plugin does (NVIDIA/k8s-device-plugin
   the GPU is reset). A GPU without ECC answers ``NVML_ERROR_NOT_SUPPORTED``:
   not read.
 
-An XID fault lasts until the sidecar restarts: NVML has no event for a
-GPU that was reset, and NVIDIA's catalogue asks a reset or a reboot for
-these XIDs, after which the sidecar is started again.
+An XID or double-bit ECC fault lasts until the GPU is reset: NVML has no
+event for a GPU that was reset, so the faults are kept in
+``<state_path>/nvml.json`` with the host's boot id
+(``/proc/sys/kernel/random/boot_id``) and survive a restart of the
+sidecar; a reboot (another boot id) forgets them, and after a GPU reset
+(``nvidia-smi -r``) an operator clears them with
+``nova-cyborg-sidecar-manage device clear-errors <GPU>``.
 
 GPUs are matched to the sidecar's devices by PCI address (NVML's
 ``nvmlPciInfo_t.busId``, ``"00000000:81:00.0"``). A host without the
@@ -46,9 +57,12 @@ here), NVIDIA/k8s-device-plugin ``internal/rm/health.go``.
 
 import dataclasses
 import importlib
+import os
 import time
 
 from oslo_log import log as logging
+
+from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -64,13 +78,31 @@ XID_NAMES = {
     95: 'uncontained ECC error',
     119: 'GSP RPC timeout',
     120: 'GSP error',
+    46: 'GPU stopped processing',
+    62: 'internal micro-controller halt',
+    140: 'ECC unrecovered error',
+    154: 'GPU recovery action changed',
 }
-FAULT_XIDS = tuple(sorted(XID_NAMES))
 #: Application XIDs (k8s-device-plugin health.go): the GPU stays healthy.
 APPLICATION_XIDS = (13, 31, 43, 45, 68, 109)
 #: Events a cycle drains at most (a storm is read on the next cycle).
 MAX_EVENTS = 1000
 OFF = 'NVML health checks are off: %s; GPUs are watched through PCIe only'
+FILE = 'nvml.json'
+LOST = 'NVML reports GPU %s lost (NVML_ERROR_GPU_IS_LOST)'
+BOOT_ID = '/proc/sys/kernel/random/boot_id'
+#: nvml.h nvmlGpuRecoveryAction_t values, named.
+RECOVERY_ACTIONS = {1: 'GPU reset', 2: 'node reboot', 3: 'drain P2P',
+                    4: 'drain and reset', 5: 'recover the IMEX domain',
+                    6: 'bus reset', 7: 'system reboot'}
+
+
+def _boot_id():
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def _import_pynvml():
@@ -94,15 +126,18 @@ def _now(clock):
 class NvmlHealth:
     """What NVML says of the host's GPUs, read once per discovery cycle.
 
-    :param fault_xids: XIDs that make a GPU unhealthy
-        (``[health] nvml_fault_xids``).
+    :param fault_xids: the only XIDs that make a GPU unhealthy
+        (``[health] nvml_fault_xids``); empty: every XID but
+        :data:`APPLICATION_XIDS`.
     :param load: returns the ``pynvml`` module (ImportError: not installed).
     :param clock: returns the time in seconds.
+    :param state_path: directory of ``nvml.json`` (faults kept across
+        restarts), or None.
     """
 
-    def __init__(self, fault_xids=FAULT_XIDS, load=_import_pynvml,
-                 clock=time.time):
-        self.fault_xids = frozenset(fault_xids)
+    def __init__(self, fault_xids=(), load=_import_pynvml,
+                 clock=time.time, state_path=None):
+        self.fault_xids = frozenset(fault_xids or ())
         self._load = load
         self._clock = clock
         self.nvml = None
@@ -113,10 +148,60 @@ class NvmlHealth:
         self._ecc = {}        # PCI address: volatile uncorrected baseline
         self._ecc_now = {}    # PCI address: its count this cycle
         self._unread = {}     # PCI address: why it was not read this cycle
+        self._state = {}      # PCI address: [state problems this cycle]
+        self._store = (state_cache.StateFile(os.path.join(state_path, FILE))
+                       if state_path else None)
+        self._boot = _boot_id()
+        self._load_faults()
 
     @classmethod
     def from_conf(cls, conf):
-        return cls(conf.health.nvml_fault_xids)
+        return cls(conf.health.nvml_fault_xids,
+                   state_path=conf.sidecar.state_path)
+
+    def is_fault(self, xid):
+        """Whether XID ``xid`` makes a GPU unhealthy."""
+        if self.fault_xids:
+            return xid in self.fault_xids
+        return xid not in APPLICATION_XIDS
+
+    # -- faults kept across restarts --------------------------------------
+
+    def _load_faults(self):
+        data = self._store.load() if self._store else None
+        if not isinstance(data, dict) or not isinstance(
+                data.get('faults'), dict):
+            return
+        if data.get('boot_id') != self._boot or self._boot is None:
+            LOG.info('NVML faults recorded before the last reboot are '
+                     'forgotten: the GPUs were reset with the host')
+            self._save()
+            return
+        for address, faults in data['faults'].items():
+            if isinstance(faults, dict) and faults:
+                self._faults[address] = {str(k): str(v)
+                                         for k, v in faults.items()}
+                LOG.warning('GPU %s keeps its NVML faults from before the '
+                            'sidecar restarted: %s', address,
+                            '; '.join(self._faults[address].values()))
+
+    def _save(self):
+        if self._store is not None:
+            self._store.save({'version': 1, 'boot_id': self._boot,
+                              'faults': self._faults})
+
+    def clear(self, addresses):
+        """Forget the XID and ECC faults of the GPUs ``addresses`` (after
+        they were reset); returns the faults cleared."""
+        cleared = []
+        for address in sorted(set(addresses) & set(self._faults)):
+            cleared.extend('%s: %s' % (address, reason) for reason in
+                           self._faults.pop(address).values())
+        if cleared:
+            self._save()
+            LOG.warning('NVML faults cleared by an operator: %s',
+                        '; '.join(cleared))
+        return cleared
 
     def _start(self):
         try:
@@ -173,9 +258,11 @@ class NvmlHealth:
         if self.nvml is None:
             return
         self._unread = {}
+        self._state = {}
         self._drain()
         for address, handle in sorted(self._handles.items()):
             self._read_ecc(address, handle)
+            self._read_state(address, handle)
 
     def _drain(self):
         nvml = self.nvml
@@ -195,15 +282,15 @@ class NvmlHealth:
     def _event(self, address, kind, data):
         nvml = self.nvml
         if kind & nvml.nvmlEventTypeXidCriticalError:
-            if data in self.fault_xids:
+            if self.is_fault(data):
                 self._fault(address, 'XID %d' % data, 'NVIDIA XID %d (%s) '
                             'at %s' % (data, XID_NAMES.get(
-                                data, 'needs a GPU reset'),
+                                data, 'see NVIDIA\'s XID catalogue'),
                                 _now(self._clock)))
             else:
-                LOG.info('GPU %s: XID %d, not one of [health] '
-                         'nvml_fault_xids: logged, the GPU stays offered',
-                         address, data)
+                LOG.info('GPU %s: XID %d, an application error or not one '
+                         'of [health] nvml_fault_xids: logged, the GPU '
+                         'stays offered', address, data)
         if kind & nvml.nvmlEventTypeDoubleBitEccError:
             self._fault(address, 'DBE', 'NVML double-bit ECC error at '
                         '%s' % _now(self._clock))
@@ -217,6 +304,47 @@ class NvmlHealth:
         if what not in faults:
             faults[what] = reason
             LOG.warning('GPU %s: %s', address, reason)
+            self._save()
+
+    def _read_state(self, address, handle):
+        """The recovery action and the row remapper's state, where the
+        driver and the binding provide them."""
+        nvml, found = self.nvml, list(self._state.get(address, ()))
+        field = getattr(nvml, 'NVML_FI_DEV_GET_GPU_RECOVERY_ACTION', None)
+        try:
+            if field is not None:
+                value = nvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+                action = (value.value.uiVal
+                          if value.nvmlReturn == nvml.NVML_SUCCESS else 0)
+                if action:
+                    found.append('NVML recovery action for GPU %s: %s' % (
+                        address, RECOVERY_ACTIONS.get(action, action)))
+        except (nvml.NVMLError_NotSupported,
+                nvml.NVMLError_FunctionNotFound):
+            pass
+        except nvml.NVMLError_GpuIsLost:
+            found.append(LOST % address)
+        except nvml.NVMLError as exc:
+            self._unread.setdefault(address, 'NVML recovery action '
+                                             'unreadable: %s' % exc)
+        try:
+            _corr, _unc, pending, failure = nvml.nvmlDeviceGetRemappedRows(
+                handle)
+            if pending:
+                found.append('GPU %s has a row remapping pending (NVML): '
+                             'it needs a GPU reset' % address)
+            if failure:
+                found.append('GPU %s had a row remapping failure (NVML)'
+                             % address)
+        except (nvml.NVMLError_NotSupported,
+                nvml.NVMLError_FunctionNotFound):
+            pass
+        except nvml.NVMLError_GpuIsLost:
+            found.append(LOST % address)
+        except nvml.NVMLError as exc:
+            self._unread.setdefault(address, 'NVML remapped rows '
+                                             'unreadable: %s' % exc)
+        self._state[address] = list(dict.fromkeys(found))
 
     def _read_ecc(self, address, handle):
         nvml = self.nvml
@@ -225,6 +353,10 @@ class NvmlHealth:
                 handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                 nvml.NVML_VOLATILE_ECC)
         except nvml.NVMLError_NotSupported:
+            return
+        except nvml.NVMLError_GpuIsLost:
+            self._ecc_now.pop(address, None)
+            self._state[address] = [LOST % address]
             return
         except nvml.NVMLError as exc:
             self._ecc_now.pop(address, None)
@@ -246,6 +378,7 @@ class NvmlHealth:
         problems, unreadable = [], []
         for address in sorted(set(device.functions()) & set(self._handles)):
             problems.extend(self._faults.get(address, {}).values())
+            problems.extend(self._state.get(address, ()))
             count = (self._ecc_now.get(address, 0) -
                      self._ecc.get(address, 0))
             if count:

@@ -83,9 +83,22 @@ class EventsTest(NvmlTestCase):
                                 nvml_health.APPLICATION_XIDS])
         self.nvml.poll()
         self.assertEqual(((), ()), self.problems(GPU_B))
-        self.assertIn('GPU %s: XID 43, not one of [health] '
-                      'nvml_fault_xids: logged, the GPU stays offered'
-                      % GPU_B, self.log.output)
+        self.assertIn('GPU %s: XID 43, an application error or not one '
+                      'of [health] nvml_fault_xids: logged, the GPU stays '
+                      'offered' % GPU_B, self.log.output)
+
+    def test_every_other_xid_is_a_fault(self):
+        # health.go: every XID but the application ones; NVIDIA's
+        # catalogue's 46, 62, 140, 154 and one it does not name.
+        for xid in (46, 62, 140, 154, 999):
+            self.lib.events.append((GPU_B, XID, xid))
+        self.nvml.poll()
+        problems, _ = self.problems(GPU_B)
+        self.assertEqual(5, len(problems))
+        self.assertIn('NVIDIA XID 154 (GPU recovery action changed)',
+                      problems[3])
+        self.assertIn("NVIDIA XID 999 (see NVIDIA's XID catalogue)",
+                      problems[4])
 
     def test_configured_xids(self):
         self.nvml = nvml_health.NvmlHealth(fault_xids=[13],
@@ -94,7 +107,7 @@ class EventsTest(NvmlTestCase):
         self.nvml.poll()
         (reason,), _ = self.problems(GPU_B)
         self.assertTrue(reason.startswith(
-            'NVIDIA XID 13 (needs a GPU reset) at '), reason)
+            "NVIDIA XID 13 (see NVIDIA's XID catalogue) at "), reason)
 
     def test_double_bit_ecc_event(self):
         self.lib.events.append((GPU_A, DBE, 0))
@@ -141,9 +154,17 @@ class EccCountTest(NvmlTestCase):
 
     def test_unreadable_count(self):
         self.nvml.poll()
+        self.lib.gpus[GPU_A]['ecc'] = (pynvml.NVML_ERROR_UNKNOWN,)
+        self.nvml.poll()
+        self.assertEqual(((), ('NVML ECC count unreadable: Unknown Error',)),
+                         self.problems(GPU_A))
+
+    def test_lost_gpu_is_a_fault(self):
+        self.nvml.poll()
         self.lib.gpus[GPU_A]['ecc'] = (pynvml.NVML_ERROR_GPU_IS_LOST,)
         self.nvml.poll()
-        self.assertEqual(((), ('NVML ECC count unreadable: GPU is lost',)),
+        self.assertEqual((('NVML reports GPU %s lost '
+                           '(NVML_ERROR_GPU_IS_LOST)' % GPU_A,), ()),
                          self.problems(GPU_A))
 
 
@@ -176,10 +197,15 @@ class NoNvmlTest(NvmlTestCase):
 
 class BusIdTest(testtools.TestCase):
 
-    def test_default_xids_are_the_documented_ones(self):
+    def test_default_is_every_xid_but_the_application_ones(self):
         (opt,) = [o for o in conf.devices.HEALTH_OPTS
                   if o.name == 'nvml_fault_xids']
-        self.assertEqual(list(nvml_health.FAULT_XIDS), opt.default)
+        self.assertEqual([], opt.default)
+        nvml = nvml_health.NvmlHealth(load=lambda: None)
+        self.assertEqual((13, 31, 43, 45, 68, 109),
+                         nvml_health.APPLICATION_XIDS)
+        self.assertEqual([79, 154], [x for x in (13, 79, 109, 154)
+                                     if nvml.is_fault(x)])
 
     def test_bus_address(self):
         self.assertEqual('0000:81:00.0',
@@ -212,3 +238,105 @@ class MonitoredTest(test_health.HealthTestCase):
         (reason,) = self.holds.reasons(test_health.GPU).values()
         self.assertTrue(reason.startswith(
             'NVIDIA XID 48 (double-bit ECC error) at '), reason)
+
+
+class StateTest(NvmlTestCase):
+    """Recovery action and remapped rows, read every cycle."""
+
+    def test_recovery_action(self):
+        self.lib.gpus[GPU_A]['recovery'] = \
+            pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
+        self.nvml.poll()
+        self.assertEqual((('NVML recovery action for GPU %s: GPU reset'
+                           % GPU_A,), ()), self.problems(GPU_A))
+        self.lib.gpus[GPU_A]['recovery'] = \
+            pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+        self.nvml.poll()
+        self.assertEqual(((), ()), self.problems(GPU_A))
+
+    def test_row_remapping(self):
+        self.lib.gpus[GPU_A]['remapped'] = (2, 1, 1, 0)
+        self.nvml.poll()
+        self.assertEqual((('GPU %s has a row remapping pending (NVML): it '
+                           'needs a GPU reset' % GPU_A,), ()),
+                         self.problems(GPU_A))
+        self.lib.gpus[GPU_A]['remapped'] = (2, 1, 0, 1)
+        self.nvml.poll()
+        self.assertEqual((('GPU %s had a row remapping failure (NVML)'
+                           % GPU_A,), ()), self.problems(GPU_A))
+
+    def test_lost_gpu_is_a_fault_at_once(self):
+        self.lib.gpus[GPU_A]['recovery'] = (pynvml.NVML_ERROR_GPU_IS_LOST,)
+        self.lib.gpus[GPU_A]['remapped'] = (pynvml.NVML_ERROR_GPU_IS_LOST,)
+        self.lib.gpus[GPU_A]['ecc'] = (pynvml.NVML_ERROR_GPU_IS_LOST,)
+        self.nvml.poll()
+        self.assertEqual((('NVML reports GPU %s lost '
+                           '(NVML_ERROR_GPU_IS_LOST)' % GPU_A,), ()),
+                         self.problems(GPU_A))
+
+    def test_not_provided_is_not_read(self):
+        # GPU_B has neither (NOT_SUPPORTED), as older drivers.
+        self.nvml.poll()
+        self.assertEqual(((), ()), self.problems(GPU_B))
+
+
+class PersistTest(NvmlTestCase):
+    """XID faults survive a restart of the sidecar, not a reboot."""
+
+    def setUp(self):
+        super().setUp()
+        self.state = self.useFixture(fixtures.TempDir()).path
+        self.boot = self.useFixture(fixtures.MockPatch(
+            'sidecar.discovery.nvml_health._boot_id',
+            return_value='boot-1')).mock
+        self.nvml = self._restart()
+
+    def _restart(self):
+        return nvml_health.NvmlHealth(clock=lambda: NOW,
+                                      state_path=self.state)
+
+    def test_kept_across_a_restart_then_cleared(self):
+        self.lib.events.append((GPU_A, XID, 79))
+        self.nvml.poll()
+        (reason,), _ = self.problems(GPU_A)
+        self.nvml = self._restart()
+        self.nvml.poll()
+        self.assertEqual(((reason,), ()), self.problems(GPU_A))
+        self.assertEqual(['%s: %s' % (GPU_A, reason)],
+                         self.nvml.clear([GPU_A, GPU_B]))
+        self.assertEqual(((), ()), self.problems(GPU_A))
+        self.nvml = self._restart()
+        self.nvml.poll()
+        self.assertEqual(((), ()), self.problems(GPU_A))
+
+    def test_forgotten_after_a_reboot(self):
+        self.lib.events.append((GPU_A, XID, 79))
+        self.nvml.poll()
+        self.boot.return_value = 'boot-2'
+        self.nvml = self._restart()
+        self.nvml.poll()
+        self.assertEqual(((), ()), self.problems(GPU_A))
+
+
+class ClearRequestTest(NvmlTestCase):
+    """``device clear-errors <GPU>`` forgets its NVML faults."""
+
+    def test_control_request(self):
+        from unittest import mock
+
+        from sidecar.daemon import control
+        self.lib.events.append((GPU_A, XID, 79))
+        self.nvml.poll()
+        device = gpu_device(GPU_A)
+        sidecar = mock.Mock(holds=None, watch=None)
+        sidecar.inventory.nvml = self.nvml
+        sidecar.inventory.devices.return_value = [device]
+        sidecar.programs.busy_with.return_value = False
+        sidecar.programs.domains_in_use.return_value = {}
+        sidecar.placement.find_provider.return_value = None
+        answer = control.Control(sidecar).handle(
+            {'op': 'clear-errors', 'device': GPU_A})
+        self.assertTrue(answer['ok'], answer)
+        self.assertEqual(1, len(answer['result']['cleared']))
+        self.assertEqual(((), ()), self.problems(GPU_A))
+        sidecar.run_cycle.assert_called_once_with()
