@@ -166,7 +166,16 @@ def link_problem(path, port_path, check_speed=True):
 
 
 def config_problem(path):
-    """A phrase when the vendor id read from config space is 0xffff."""
+    """A phrase when the vendor id read from config space is 0xffff.
+
+    Not read while the function is runtime-suspended
+    (``power/runtime_status`` ``suspended``,
+    Documentation/ABI/testing/sysfs-devices-power): a read of ``config``
+    resumes it (drivers/pci/pci-sysfs.c ``pci_read_config`` →
+    ``pci_config_pm_runtime_get``), which would wake an idle GPU on
+    ``vfio-pci`` from D3cold every cycle."""
+    if read(os.path.join(path, 'power', 'runtime_status')) == 'suspended':
+        return None
     data = read(os.path.join(path, 'config'), binary=True, size=2)
     if data is None or len(data) < 2:
         return None

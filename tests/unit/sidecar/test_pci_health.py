@@ -196,6 +196,19 @@ class ConfigSpaceTest(PciHealthTestCase):
         sim_health.set_config_alive(self.sim, NIC, True)
         self.assertHealthy()
 
+    def test_runtime_suspended_device_is_not_woken(self):
+        # sysfs-devices-power: power/runtime_status; a config read would
+        # resume it (pci-sysfs.c pci_config_pm_runtime_get).
+        sim_health.set_config_alive(self.sim, GPU, False)
+        status = self.sim._dir(GPU, 'power', 'runtime_status')
+        os.makedirs(os.path.dirname(status), exist_ok=True)
+        with open(status, 'w') as f:
+            f.write('suspended\n')
+        self.assertHealthy()
+        with open(status, 'w') as f:
+            f.write('active\n')
+        self.assertFenced(GPU, 'config space reads vendor id 0xffff')
+
 
 class UnknownTest(PciHealthTestCase):
 
