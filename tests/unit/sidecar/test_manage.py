@@ -123,6 +123,17 @@ class ManageTest(testtools.TestCase):
         self.assertIn('0/4', out)
         self.assertFalse(self.sidecar.holds.held(PF))
 
+    def test_clear_errors(self):
+        cleared = ['devices/.../dfl-port.0/errors/errors 0x10']
+        with mock.patch('sidecar.drivers.dfl_health.clear_errors',
+                        return_value=cleared) as clear:
+            code, out, err = self.run_cli('device', 'clear-errors', PF)
+        self.assertEqual(0, code, err)
+        self.assertEqual(PF, clear.call_args[0][1].address)
+        self.assertIn('| cleared ', out)
+        self.assertIn('dfl-port.0/errors/errors 0x10', out)
+        self.assertEqual(1, self.sidecar.cycles)
+
     def test_unknown_and_bad_device(self):
         code, out, err = self.run_cli('device', 'enable', '0000:99:00.0')
         self.assertEqual(1, code)
