@@ -95,6 +95,11 @@ class Control:
     def _describe(self, device, in_use):
         holds = self._sidecar.holds
         reasons = holds.reasons(device.address) if holds else {}
+        # A deployable's own hold (a DFL port's error): its provider only.
+        own = {dep.name: holds.reasons(health_mod.deployable_key(
+            device.address, dep.name)) for dep in device.deployables
+            if holds and health_mod.deployable_key(
+                device.address, dep.name) != device.address}
         functions = device.functions()
         watch = self._sidecar.watch
         conflicts = sorted(f.text() for f in (watch.findings() if watch
@@ -109,7 +114,10 @@ class Control:
             'health': ('ok' if 'unhealthy' not in reasons else 'unknown'
                        if health_mod.is_unknown(reasons['unhealthy'])
                        else 'unhealthy'),
-            'held': reasons,
+            'held': dict(reasons, **{
+                '%s %s' % (name, reason): detail
+                for name, held in sorted(own.items())
+                for reason, detail in held.items()}),
             'functions': sorted(
                 t for dep in device.deployables for t in dep.traits
                 if t.startswith('CUSTOM_FPGA_FUNCTION_ID')),

@@ -248,6 +248,9 @@ class ClearTest(DflHealthBase):
         sidecar.programs.busy_with.return_value = False
         sidecar.programs.domains_in_use.return_value = {}
         sidecar.placement.find_provider.return_value = None
+        listed, = control.Control(sidecar).handle({'op': 'list'})['result']
+        self.assertIn('errors/errors is 0x8',
+                      listed['held']['%s unhealthy' % VF1])
         answer = control.Control(sidecar).handle(
             {'op': 'clear-errors', 'device': VF1})
         self.assertTrue(answer['ok'], answer)
