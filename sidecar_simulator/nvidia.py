@@ -162,6 +162,14 @@ class NvidiaHost:
         self.root = None
         self._groups = 0
 
+    def __getattr__(self, name):
+        # Whatever NVIDIA's driver does not change is the host's: an
+        # NvidiaHost goes where a SimulatedHost does (the functional
+        # harness keeps a host's functions in line with its guests).
+        if name == 'host':
+            raise AttributeError(name)
+        return getattr(self.host, name)
+
     def _group(self, function, driver, group=None):
         function.driver = driver
         if group is None:
