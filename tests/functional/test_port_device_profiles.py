@@ -116,8 +116,15 @@ class PortDeviceProfileTest(base.AcceleratorTestBase):
 
     def test_port_alone(self):
         server = self.boot_with_port(self._create_flavor(name='plain'))
-        _port_arq, flavor_arqs = self.assert_port_accelerated(server, 0)
-        self.assert_hostdevs(server, flavor_arqs)
+        arqs = self.assert_port_accelerated(server, 0)
+        self.assert_hostdevs(server, arqs[1])
+        # Restarted, the guest has the same device, as the port's only.
+        self._reboot_server(server, hard=True)
+        self.assertEqual(arqs, self.assert_port_accelerated(server, 0))
+        self._stop_server(server)
+        self._start_server(server)
+        self.assertEqual(arqs, self.assert_port_accelerated(server, 0))
+        self.assert_hostdevs(server, [])
         self.assert_deleted_leaves_nothing(server)
 
     def test_port_and_flavor_profile(self):
