@@ -344,6 +344,22 @@ class PrivilegedArgumentsTest(DflProgramBase):
         self.assertEqual(([], []), (self.ioctls, self.kernel.writes))
 
 
+class PacA10SriovTest(SriovDflProgramTest):
+    """The same on a PAC A10 (09c4, its VF 09c5) with its port released."""
+
+    PROFILE = 'pac-a10'
+
+
+class D5005SriovTest(SriovDflProgramTest):
+    PROFILE = 'd5005'
+
+
+class N3000ProgramTest(DflProgramTest):
+    """An N3000: its VF is not dfl-pci's, so its port stays on the PF."""
+
+    PROFILE = 'n3000'
+
+
 class TwoPortSriovTest(DflProgramBase):
     """A card with two ports released to two VFs: both are assigned back
     and given back around the load of one (the programmer alone)."""
