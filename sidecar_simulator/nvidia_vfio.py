@@ -1,6 +1,5 @@
 """What NVIDIA's vGPU 17 host driver (vendor-specific VFIO) lists in a
-VF's ``nvidia/creatable_vgpu_types``, and what a host reboot leaves of the
-types set, for :mod:`sidecar_simulator.nvidia`.
+VF's ``nvidia/creatable_vgpu_types``, for :mod:`sidecar_simulator.nvidia`.
 
 Each reaction names its source:
 
@@ -20,11 +19,9 @@ Each reaction names its source:
   every function of a card is simultaneously configured and its catalog
   is reduced to the header" (NVIDIA kubevirt-gpu-device-plugin
   ``pkg/device_plugin/vfio_vgpu.go``).
-* ``current_vgpu_type`` does not survive a host reboot or a reload of
-  ``nvidia``: it reads ``0`` on every VF afterwards, which is why NVIDIA
-  vgpu-device-manager applies its configuration at every boot
-  (``pkg/vgpu/vfio/sysfs.go``; the guide: vGPUs created through sysfs do
-  not persist across a reboot).
+
+A host reboot (every VF reading type 0) is
+:func:`sidecar_simulator.kernel.reboot`'s.
 """
 
 
@@ -49,14 +46,3 @@ def creatable(card, vf):
     used = [c for c in card.current.values() if c != '0']
     return [(t.type_id, t.name) for t in types
             if (not used or t.type_id == used[0]) and len(used) < t.per_gpu]
-
-
-def reboot(nvidia_host):
-    """A host reboot as NVIDIA's driver shows it afterwards: every VF's
-    type reads 0 (the VFs themselves are back, ``sriov-manage -e`` having
-    run at boot)."""
-    for card in nvidia_host.cards:
-        if card.shape == 'vfio-vgpu':
-            card.current = {vf: '0' for vf in card.vfs}
-    if nvidia_host.root is not None:
-        nvidia_host.write(nvidia_host.root)

@@ -1,6 +1,6 @@
 """NVIDIA vGPU 17 types set at bind on real hosts, against the real
 cyborg-conductor, Placement and Nova: a host reboot (every VF reads type
-0 after it: sidecar_simulator.nvidia_vfio.reboot) and a full card (NVIDIA's
+0 after it: sidecar_simulator.kernel.reboot) and a full card (NVIDIA's
 driver lists no type on any VF) keep the server's VF and its handle, and
 the sidecar writes the type back."""
 
@@ -10,7 +10,7 @@ from tests.functional import base  # noqa: F401,I100
 import fixtures  # noqa: E402
 
 from sidecar import privileged  # noqa: E402
-from sidecar_simulator import nvidia_vfio  # noqa: E402
+from sidecar_simulator import kernel  # noqa: E402
 from tests.functional import test_sidecar  # noqa: E402
 from tests.functional import test_sidecar_vgpu  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
@@ -64,7 +64,8 @@ class VgpuRebootTest(test_sidecar.SidecarTestBase):
         # sidecar's next cycle writes the types back before it reports,
         # and before the guests start again.
         servers = [self._stop_server(server) for server in servers]
-        nvidia_vfio.reboot(self.sim[0])
+        kernel.reboot(self.sim[0].host, reenable=[self.card.pf],
+                      nvidia=self.sim[0])
         self.assertEqual({}, self._typed())
         self.sidecars['compute1'].cycle()
         waits.wait_until(lambda: self._typed() == {vf: ID_40C for vf in vfs},

@@ -1,10 +1,11 @@
 """vGPU 17 types set at bind, written back after a host reboot
 (sidecar.program.vgpu_restore) on the simulator's H100, whose VFs all read
-type 0 after one (sidecar_simulator.nvidia_vfio.reboot)."""
+type 0 after one (sidecar_simulator.kernel.reboot, sriov-manage -e run at
+boot)."""
 
 from sidecar import exception
 from sidecar.drivers import gpu_vfio
-from sidecar_simulator import nvidia_vfio
+from sidecar_simulator import kernel
 from tests.unit.sidecar import test_vgpu_bind as base
 
 H100_4C = base.H100_4C
@@ -21,7 +22,7 @@ class RestoreTest(base._BindBase):
         self.mdevs.create(self.vfs[1], H100_4C, UUID_A)
         self.offered = self.handle(self.vfs[1]).attach_info()
         self.writes[:] = []
-        nvidia_vfio.reboot(self.sim)
+        kernel.reboot(self.sim.host, reenable=[self.card.pf], nvidia=self.sim)
         self.assertEqual(0, self.current(self.vfs[1]))
 
     def problems(self):
