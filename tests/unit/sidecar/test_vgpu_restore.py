@@ -3,10 +3,18 @@
 type 0 after one (sidecar_simulator.kernel.reboot, sriov-manage -e run at
 boot)."""
 
+from unittest import mock
+
+import fixtures
+import testtools
+
 from sidecar import exception
+from sidecar.daemon import service
 from sidecar.drivers import gpu_vfio
 from sidecar_simulator import kernel
+from tests.unit.sidecar import test_service
 from tests.unit.sidecar import test_vgpu_bind as base
+from tests.unit.sidecar import utils
 
 H100_4C = base.H100_4C
 UUID_A = base.UUID_A
@@ -133,3 +141,42 @@ class NotAnErrorTest(base._BindBase):
         self.cyborg.all_arqs = lambda: (_ for _ in ()).throw(
             exception.CyborgError(reason='not called'))
         self.assertEqual([], self.setter.restore())
+
+
+class CycleHookTest(testtools.TestCase):
+    """The discovery cycle writes the types back before it reports (the
+    sidecar of test_service's cycle tests)."""
+
+    def setUp(self):
+        super().setUp()
+        self.logger = self.useFixture(fixtures.FakeLogger())
+        conf = utils.make_conf()
+        conf.set_override('host', 'compute1')
+        self.devices = [test_service._device('0000:81:00.0', 3)]
+        self.inventory = mock.Mock(**{'discover.return_value':
+                                      self.devices})
+        reporter = mock.Mock(**{'report.return_value': True})
+        reporter.sendable.side_effect = lambda devices: devices
+        self.useFixture(fixtures.MonkeyPatch(
+            'sidecar.daemon.rpc.get_agent_server', mock.Mock()))
+        self.sidecar = service.Sidecar(
+            conf, mock.Mock(), self.inventory, reporter,
+            mock.Mock(**{'busy.return_value': False}), mock.Mock(),
+            mock.Mock(**{'find_provider.return_value': test_service.ROOT}),
+            mock.Mock(**{'converge.return_value': {},
+                         'report_due.return_value': False}))
+
+    def test_housekeeping_before_the_report(self):
+        order = []
+        mdevs = self.sidecar.mdevs
+        mdevs.housekeeping.side_effect = lambda: order.append('restore')
+        self.inventory.discover.side_effect = lambda: (
+            order.append('discover') or self.devices)
+        self.sidecar.run_cycle()
+        self.assertEqual(['restore', 'discover'], order[:2])
+
+    def test_a_failure_is_logged_and_the_cycle_goes_on(self):
+        self.sidecar.mdevs.housekeeping.side_effect = RuntimeError('boom')
+        self.assertTrue(self.sidecar.run_cycle())
+        self.assertIn('Restoring vGPU types set at bind failed',
+                      self.logger.output)
