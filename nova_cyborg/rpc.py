@@ -285,7 +285,7 @@ class AcceleratorEndpoint(object):
         ends from now on (:func:`nova_cyborg.stuck_actions.announce`).
         """
         from nova_cyborg import stuck_actions
-        stuck_actions.announce()
+        stuck_actions.announce(self.manager)
         return VERSION
 
     @_wrap_exception()

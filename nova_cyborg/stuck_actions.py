@@ -25,10 +25,12 @@ The periodic task reads the database only while an action may be set on
 a server of this host (:func:`announce`): since nova-api last asked this
 compute which RPC version it serves (it does before it sets the task state
 of every action, :func:`nova_cyborg.rpc.check_compute`), since a handler
-last ran, or since nova-compute started; and until a look finds nothing
-left to settle once that is older than the timeout and a margin. A
-compute whose servers get no attach or detach does not query at all after
-its first minutes.
+last ran, or since nova-compute found a server in one of those task
+states when it started (its settling at start may have failed); and until
+a look finds nothing left to settle once that is older than the timeout
+and a margin. A compute whose servers get no attach or detach does not
+query at all. (An action whose version call a nova-compute answered just
+before it stopped is settled when it starts again.)
 
 Settling is what a restarted nova-compute does
 (:func:`nova_cyborg.recovery.accelerator_action_interrupted`): a half-done
@@ -39,6 +41,7 @@ now. A dead nova-compute is settled by its restart.
 
 import contextlib
 import threading
+import weakref
 
 from nova import objects
 from nova import utils as nova_utils
@@ -61,9 +64,10 @@ _lock = threading.Lock()
 #: periodic task looking: nova-api sets the task state right after the
 #: version call (whose own timeout is 30 s).
 MARGIN = 60
-#: When an action was last announced on this host (None: nothing to look
-#: for). nova-compute's start counts: a cast lost while it was down.
-_announced = [timeutils.utcnow()]
+#: When an action was last announced, per nova-compute (its manager: one
+#: process may run several, as the functional tests do); none: nothing to
+#: look for.
+_announced = weakref.WeakKeyDictionary()
 
 
 def spacing():
@@ -72,12 +76,12 @@ def spacing():
     return CONF.nova_cyborg.stuck_accelerator_action_interval or -1
 
 
-def announce():
-    """An attach or detach may be set on a server of this host: have the
-    periodic task look until it finds nothing left to settle."""
+def announce(manager):
+    """An attach or detach may be set on a server of ``manager``'s host:
+    have its periodic task look until it finds nothing left to settle."""
     now = timeutils.utcnow()
     with _lock:
-        _announced[0] = now
+        _announced[manager] = now
 
 
 @contextlib.contextmanager
@@ -86,7 +90,7 @@ def running(manager, context, instance, task_state):
     leaves the server alone; if it fails with the task state still set
     (its work never began, or could not record its end), the server is
     settled at once. What the handler raised is raised again."""
-    announce()
+    announce(manager)
     with _lock:
         _running.add(instance.uuid)
     try:
@@ -130,7 +134,7 @@ def settle_stuck(manager, context):
     handler of this nova-compute works on. No query unless an action was
     announced (:func:`announce`)."""
     with _lock:
-        since = _announced[0]
+        since = _announced.get(manager)
     if since is None or not CONF.nova_cyborg.stuck_accelerator_action_interval:
         return
     instances = objects.InstanceList.get_by_filters(
@@ -140,8 +144,8 @@ def settle_stuck(manager, context):
     timeout = CONF.nova_cyborg.stuck_accelerator_action_timeout
     if not instances and timeutils.is_older_than(since, timeout + MARGIN):
         with _lock:
-            if _announced[0] == since:
-                _announced[0] = None
+            if _announced.get(manager) == since:
+                del _announced[manager]
         return
     for instance in instances:
         with _lock:

@@ -199,9 +199,9 @@ then holds its server until nova-compute restarts.
 The task reads the database only while an action may be set on a server of
 its host: after nova-api asked this nova-compute which RPC version it serves
 (it does before every action), after an action's handler ran here, and after
-nova-compute started, until it finds nothing left to end. A compute whose
-servers get no attach or detach does not query. Read when nova-compute
-starts.
+nova-compute found such an action when it started, until it finds nothing
+left to end. A compute whose servers get no attach or detach does not
+query. Read when nova-compute starts.
 
 Related options:
 

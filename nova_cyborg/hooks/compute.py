@@ -147,6 +147,10 @@ def accelerator_action_at_restart(manager, context, instance):
 
     :param manager: the ComputeManager (its report client).
     """
+    if instance.task_state in rpc.TASK_STATES.values():
+        # Should the settling fail now (the conductor away), the periodic
+        # task looks again (nova_cyborg.stuck_actions).
+        stuck_actions.announce(manager)
     recovery.accelerator_action_interrupted(manager, context, instance)
 
 
@@ -268,9 +272,10 @@ def live_migration_succeeded(context, instance):
     """Called by ``ComputeManager._post_live_migration()`` on the source,
     before the destination is told to take the guest over: the source's
     ARQs go and the destination's become the server's. Never raises;
-    nothing for a server without accelerators.
+    nothing for a server without accelerators (the instance came from
+    the API with its system metadata: nothing is loaded).
     """
-    if bookkeeping.has_accelerators(instance):
+    if bookkeeping.has_accelerators(instance, load=False):
         live_migration_compute.succeeded(context, instance)
 
 
@@ -278,9 +283,10 @@ def live_migration_rolled_back(context, instance):
     """Called by ``ComputeManager._rollback_live_migration()`` on the
     source (failed, aborted, or the destination died): the destination's
     ARQs go, the source's are checked to be still Bound here. Never raises;
-    nothing for a server without accelerators.
+    nothing for a server without accelerators (the instance came from
+    the API with its system metadata: nothing is loaded).
     """
-    if bookkeeping.has_accelerators(instance):
+    if bookkeeping.has_accelerators(instance, load=False):
         live_migration_compute.rolled_back(context, instance)
 
 
@@ -294,5 +300,6 @@ def live_migration_reset(manager, context, instance, migration):
 
     :param migration: the migration upstream found running, or None.
     """
-    if bookkeeping.has_accelerators(instance):
+    # init_host loads the host's instances with their system metadata.
+    if bookkeeping.has_accelerators(instance, load=False):
         live_migration_compute.reset(manager, context, instance, migration)

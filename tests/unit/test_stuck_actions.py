@@ -12,6 +12,7 @@ from oslo_utils import timeutils
 import oslo_messaging as messaging
 import testtools
 
+from nova_cyborg.hooks import compute as compute_hooks
 from nova_cyborg import rpc
 from nova_cyborg import stuck_actions
 
@@ -31,9 +32,7 @@ class StuckActionsTest(test.NoDBTestCase):
         self.context = nova_context.get_admin_context()
         self.manager = mock.Mock(host='compute1')
         self.flags(stuck_accelerator_action_timeout=300, group='nova_cyborg')
-        stuck_actions.announce()
-        self.addCleanup(stuck_actions._announced.__setitem__, 0,
-                        stuck_actions._announced[0])
+        stuck_actions.announce(self.manager)
 
     def at(self, when):
         """Now is ``when``."""
@@ -99,7 +98,7 @@ class StuckActionsTest(test.NoDBTestCase):
                        return_value=[])
     def test_no_query_until_an_action_is_announced(self, get_by_filters,
                                                    get, settle):
-        stuck_actions._announced[0] = None
+        stuck_actions._announced.pop(self.manager, None)
         stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_not_called()
         # nova-api asks the compute's version before it sets a task state.
@@ -113,15 +112,15 @@ class StuckActionsTest(test.NoDBTestCase):
             self, get_by_filters, get, settle):
         start = timeutils.utcnow()
         self.at(start)
-        stuck_actions.announce()
+        stuck_actions.announce(self.manager)
         # Within the timeout and its margin: a task state may still come.
         self.at(start + datetime.timedelta(seconds=300 + stuck_actions.MARGIN))
         stuck_actions.settle_stuck(self.manager, self.context)
-        self.assertEqual(start, stuck_actions._announced[0])
+        self.assertEqual(start, stuck_actions._announced[self.manager])
         # Later, nothing found: the task stops looking.
         self.at(start + datetime.timedelta(seconds=301 + stuck_actions.MARGIN))
         stuck_actions.settle_stuck(self.manager, self.context)
-        self.assertIsNone(stuck_actions._announced[0])
+        self.assertNotIn(self.manager, stuck_actions._announced)
         stuck_actions.settle_stuck(self.manager, self.context)
         self.assertEqual(2, get_by_filters.call_count)
 
@@ -130,23 +129,23 @@ class StuckActionsTest(test.NoDBTestCase):
                                                   settle):
         start = timeutils.utcnow()
         self.at(start)
-        stuck_actions.announce()
+        stuck_actions.announce(self.manager)
         busy = _instance(uuids.busy, rpc.ADDING, 0)
         get_by_filters.return_value = [busy]
         stuck_actions._running.add(uuids.busy)
         self.addCleanup(stuck_actions._running.discard, uuids.busy)
         self.at(start + datetime.timedelta(seconds=3600))
         stuck_actions.settle_stuck(self.manager, self.context)
-        self.assertEqual(start, stuck_actions._announced[0])
+        self.assertEqual(start, stuck_actions._announced[self.manager])
 
     @mock.patch.object(objects.InstanceList, 'get_by_filters')
     def test_handler_announces(self, get_by_filters, get, settle):
-        stuck_actions._announced[0] = None
+        stuck_actions._announced.pop(self.manager, None)
         with stuck_actions.running(self.manager, self.context,
                                    _instance(uuids.inst, rpc.ADDING, 0),
                                    rpc.ADDING):
             pass
-        self.assertIsNotNone(stuck_actions._announced[0])
+        self.assertIn(self.manager, stuck_actions._announced)
 
     def test_interval_zero_disables_the_task(self, get, settle):
         self.assertEqual(60, stuck_actions.spacing())
@@ -156,3 +155,24 @@ class StuckActionsTest(test.NoDBTestCase):
                                'get_by_filters') as get_by_filters:
             stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_not_called()
+
+    def test_found_at_restart_announces(self, get, settle):
+        stuck_actions._announced.pop(self.manager, None)
+        compute_hooks.accelerator_action_at_restart(
+            self.manager, self.context, _instance(uuids.plain, None, 0))
+        self.assertNotIn(self.manager, stuck_actions._announced)
+        compute_hooks.accelerator_action_at_restart(
+            self.manager, self.context, _instance(uuids.inst, rpc.ADDING, 0))
+        self.assertIn(self.manager, stuck_actions._announced)
+        self.assertEqual(2, settle.call_count)
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_each_compute_looks_for_its_own(self, get_by_filters, get,
+                                            settle):
+        other = mock.Mock(host='compute2')
+        stuck_actions.settle_stuck(other, self.context)
+        get_by_filters.assert_not_called()
+        rpc.AcceleratorEndpoint(other).version(self.context)
+        stuck_actions.settle_stuck(other, self.context)
+        get_by_filters.assert_called_once()
