@@ -17,8 +17,9 @@ from sidecar.program import gbs
 from sidecar.program import programmers
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
+from sidecar_simulator import dfl_sriov
 from tests.unit.sidecar import simhost
-from tests.unit.sidecar import test_privileged
+from tests.unit.sidecar import test_dfl_health
 
 PF = '0000:81:00.0'
 VF = '0000:81:00.1'
@@ -28,13 +29,14 @@ NEW = 'c000c9660d824272b5d6d4a8a9d2c4b1'
 class DflProgrammerTest(simhost.SimHostTestCase):
 
     def _card(self, profile, sriov=False):
-        self.useFixture(test_privileged.InProcess())
         self.dev = os.path.join(self.root, 'dev')
         self.sys = self.root
         self.sim = dfl.DflHost()
         self.card = self.sim.add_card(profile, afu_id=simhost.FUNCTION_ID,
                                       sriov=sriov, address=PF)
         self.sim.write(self.sys, self.dev)
+        # sriov_numvfs and the error files answered as the kernel does.
+        self.useFixture(test_dfl_health.KernelWrites(self.sim))
         self.config.config(dfl_dev_dir=self.dev, programmer='dfl',
                            group='fpga')
         self.requests = []
@@ -47,12 +49,14 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self.bitstream = os.path.join(self.root, 'afu.bit')
 
     def _fme_pr(self, fd, request, arg):
-        """The simulated card's fme_pr() (sidecar_simulator.dfl), given the
-        request as the kernel is: on /dev/dfl-fme.N, unpacked by the
-        sidecar's ABI module for the test to see."""
+        """The simulated card's FME ioctls (sidecar_simulator.dfl_sriov:
+        fme_pr(), port release and assign), given the request as the
+        kernel is: on /dev/dfl-fme.N; each PR unpacked by the sidecar's
+        ABI module for the test to see."""
         device = os.path.basename(os.readlink('/proc/self/fd/%d' % fd))
-        self.requests.append((device, dfl_abi.unpack_port_pr(arg)))
-        return self.sim.fme_pr(device, request, arg)
+        if request == dfl_abi.DFL_FPGA_FME_PORT_PR:
+            self.requests.append((device, dfl_abi.unpack_port_pr(arg)))
+        return dfl_sriov.fme_ioctl(self.sim, device, request, arg)
 
     def _write(self, data):
         with open(self.bitstream, 'wb') as f:
@@ -73,6 +77,10 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self.programmer.program(VF, self.bitstream)
         self.assertEqual(['dfl-fme.0'], [r[0] for r in self.requests])
         self.assertEqual(0, self.requests[0][1]['port_id'])
+        # SR-IOV was enabled again: dfl-pci enumerated the VF's port anew
+        # (a new dfl-port.M), which a discovery reads, as the programming
+        # manager's refresh does.
+        self.driver.discover()
         self.assertEqual(NEW, self.driver.loaded_function(VF))
 
     def test_program_one_port_of_several(self):
@@ -86,6 +94,7 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self.assertEqual([('dfl-fme.1', 2)], [
             (r[0], r[1]['port_id']) for r in self.requests])
         self.assertEqual([None, None, NEW], [p.afu_id for p in card.ports])
+        self.driver.discover()
         self.assertEqual(NEW, self.driver.loaded_function('0000:82:00.3'))
         self.assertIsNone(self.driver.loaded_function('0000:82:00.1'))
 
@@ -132,6 +141,7 @@ class DflProgrammerTest(simhost.SimHostTestCase):
             # The kernel was given the bitstream behind the metadata only.
             (request,) = self.requests
             self.assertEqual(len(raw), request[1]['buffer_size'])
+            self.driver.discover()
             self.assertEqual(NEW, self.driver.loaded_function(address))
             self.assertEqual([], self._leftovers())
 
@@ -155,7 +165,9 @@ class DflProgrammerTest(simhost.SimHostTestCase):
         self._gbs(loads=other)
         exc = self.assertRaises(exception.ProgrammingFailed,
                                 self.programmer.program, VF, self.bitstream)
-        self.assertIn('after programming, dfl-port.1/afu_id reads %s, not '
+        # Read while the port is the PF's (dfl-port.0), before its
+        # release back to the VF.
+        self.assertIn('after programming, dfl-port.0/afu_id reads %s, not '
                       'the bitstream\'s accelerator-type-uuid %s'
                       % (other, NEW), str(exc))
         self.assertEqual([], self._leftovers())
