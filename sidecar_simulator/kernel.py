@@ -91,6 +91,10 @@ def dfl_remove(host, address):
     card = dfl_host and dfl_host.card_of(address)
     if card is None:
         return
+    if host.root is not None:
+        # The FPGA keeps what its ports loaded (a programmer may have
+        # written it to the tree alone): the description takes it first.
+        dfl_host.load_state(host.root)
     if address == card.pf:
         names = ['dfl-fme.%d' % card.fme_id] + [
             'dfl-port.%d' % p.port_id for p in card.ports

@@ -30,6 +30,7 @@ import os
 from oslo_log import log as logging
 
 from sidecar import model
+from sidecar.discovery import vanished as vanished_mod
 from sidecar.state import cache as state_cache
 
 LOG = logging.getLogger(__name__)
@@ -97,6 +98,15 @@ def _from_json(data):
         std_board_info=tuple((str(k), str(v))
                              for k, v in data['std_board_info']),
         deployables=tuple(deployables))
+
+
+def _with(device, deployables, last):
+    """``device`` with ``deployables`` of ``last`` added, in ``last``'s
+    order."""
+    order = {d.name: i for i, d in enumerate(last.deployables)}
+    return dataclasses.replace(device, deployables=tuple(sorted(
+        device.deployables + tuple(deployables),
+        key=lambda d: (order.get(d.name, len(order)), d.name))))
 
 
 def _read(state_path):
@@ -169,7 +179,7 @@ class LastSeen:
         Returns the devices to report: ``found`` with each card's held
         deployables put back as last seen, and each card not found whose
         PF is held, whole as last seen. Records what it returns."""
-        result, held = {}, set()
+        result, held, record = {}, set(), {}
         for address, device in found.items():
             last = self._seen.get(address)
             names = {dep.name for dep in device.deployables}
@@ -179,12 +189,18 @@ class LastSeen:
                 LOG.debug('FPGA %s: %s held by a guest, reported as last '
                           'seen', address, ', '.join(d.name for d in kept))
                 held.update(dep.name for dep in kept)
-                order = {d.name: i for i, d in enumerate(last.deployables)}
-                device = dataclasses.replace(device, deployables=tuple(
-                    sorted(device.deployables + tuple(kept),
-                           key=lambda d: (order.get(d.name, len(order)),
-                                          d.name))))
+                device = _with(device, kept, last)
             result[address] = device
+            # A port whose VF left the bus while its PF declares it
+            # (vanished.py reports it) is remembered for when it is back.
+            vfs = vanished_mod.declared(self.sysfs_root, address)
+            gone = [dep for dep in (last.deployables if last else ())
+                    if dep.name not in names and dep not in kept and
+                    dep.attach_handles and all(
+                        h.address in vfs and not vanished_mod.present(
+                            self.sysfs_root, h.address)
+                        for h in dep.attach_handles)]
+            record[address] = _with(device, gone, last) if gone else device
         for address, last in self._seen.items():
             if (address in result or not taken(self.sysfs_root, address)
                     or not self._same_card(last)):
@@ -192,9 +208,9 @@ class LastSeen:
             LOG.debug('FPGA %s: its PF is held by a guest, reported as '
                       'last seen', address)
             held.update(dep.name for dep in last.deployables)
-            result[address] = last
+            result[address] = record[address] = last
         self.held = frozenset(held)
-        self._record(result)
+        self._record(record)
         return result
 
     def _record(self, devices):

@@ -53,9 +53,11 @@ class GuestKernel(fixtures.Fixture):
     domains hold them."""
 
     def __init__(self, connect, simulated):
+        """``simulated``: a SimulatedHost, or an extension of one
+        (a DflHost, an NvidiaHost: its ``host``)."""
         super().__init__()
         self.connect = connect
-        self.simulated = simulated
+        self.simulated = getattr(simulated, 'host', simulated)
 
     def _setUp(self):
         with _LOCK:

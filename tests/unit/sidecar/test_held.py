@@ -10,6 +10,7 @@ from sidecar.discovery import held
 from sidecar.drivers import fpga
 from sidecar.sources import sysfs
 from sidecar_simulator import dfl
+from sidecar_simulator import faults
 from sidecar_simulator import host as simulator
 from sidecar_simulator import kernel
 from tests.unit.sidecar import simhost
@@ -65,6 +66,19 @@ class HeldTest(simhost.SimHostTestCase):
         self.assertEqual([], self.warnings())
         kernel.release(self.host, VF0)
         kernel.release(self.host, VF1)
+        self.assertEqual([before], self.driver.discover())
+
+    def test_a_vf_back_from_the_bus_on_vfio_pci_is_held(self):
+        # Hot-removed under its guest, then rescanned still bound to
+        # vfio-pci: its port is remembered across the removal.
+        self._card('n6000', sriov=True, ports=2)
+        [before] = self.driver.discover()
+        kernel.bind_vfio(self.host, VF0)
+        removed = faults.remove_vf(self.host, VF0)
+        [during] = self.driver.discover()
+        self.assertEqual([VF1], [d.name for d in during.deployables])
+        faults.rescan(self.host, removed)
+        self.assertEqual('vfio-pci', self.host.functions[VF0].driver)
         self.assertEqual([before], self.driver.discover())
 
     def test_restart_while_held(self):

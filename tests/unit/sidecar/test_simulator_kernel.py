@@ -128,6 +128,18 @@ class KernelTest(simhost.SimHostTestCase):
         self.assertEqual(['dfl-fme.0', 'dfl-port.0'],
                          sorted(os.listdir(self.dev)))
 
+    def test_the_loaded_afu_survives_the_guest(self):
+        # A programmer that wrote afu_id to the tree alone.
+        self._host()
+        with open(os.path.join(self._card().ports[0].path, 'afu_id'),
+                  'w') as f:
+            f.write(OTHER + '\n')
+        kernel.bind_vfio(self.host, PF)
+        self.assertEqual(OTHER, self.card.afu_id)
+        kernel.release(self.host, PF)
+        with open(os.path.join(self._card().ports[0].path, 'afu_id')) as f:
+            self.assertEqual(OTHER, f.read().strip())
+
     def test_vf_back_to_dfl_pci_returns_its_port(self):
         self._host('n6000', sriov=True, ports=2)
         before = self._paths()
