@@ -158,7 +158,7 @@ def cmd_host(args):
     kwargs = {}
     if args.unpatched:
         if args.action == 'stop':
-            _out('ERROR: --unpatched is for start and restart')
+            _out('ERROR: --unpatched is for start, restart and reboot')
             return 2
         kwargs['unpatched'] = True
     try:
@@ -269,9 +269,12 @@ def main(argv=None):
     sub.add_parser('down', help='stop the cloud').set_defaults(func=cmd_down)
     sub.add_parser('status', help='show what runs').set_defaults(
         func=cmd_status)
-    host = sub.add_parser('host', help='stop, start or restart one '
-                          'compute host')
-    host.add_argument('action', choices=('stop', 'start', 'restart'))
+    host = sub.add_parser('host', help='stop, start, restart or reboot '
+                          'one compute host (reboot: its domains shut off '
+                          'and its devices reset, as a host boot leaves '
+                          'them)')
+    host.add_argument('action', choices=('stop', 'start', 'restart',
+                                         'reboot'))
     host.add_argument('host', help='compute1, compute2, ..., compute-old')
     host.add_argument('--unpatched', action='store_true',
                       help='start its nova-compute from pristine Nova, as '

@@ -70,6 +70,7 @@ from localcloud import devices  # noqa: E402
 from localcloud import layout as layout_mod  # noqa: E402
 from localcloud import migration  # noqa: E402
 from localcloud import pristine  # noqa: E402
+from localcloud import reboot  # noqa: E402
 from localcloud import remotefs  # noqa: E402
 from sidecar import conf as sidecar_conf  # noqa: E402
 from sidecar import privileged  # noqa: E402
@@ -359,6 +360,12 @@ def main():
             args.pfs, args.vfs, args.migratable_pfs, args.gpus)),
         hostname=args.host)
     domains = DomainFiles(args.domain_xml_dir, args.host)
+    booted = reboot.apply(layout, args.host, domains, devices.simulated_host(
+        args.pfs, args.vfs, args.migratable_pfs, args.gpus).load_state(
+            args.sysfs_root), args.sysfs_root)
+    if booted is not None:
+        print('Host rebooted: domains shut off (%s), devices reset' % (
+            ', '.join(booted) or 'none'), flush=True)
     restored = domains.restore(connection)
     if restored:
         # Before logging is set up: straight to this host's log.

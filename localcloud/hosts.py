@@ -23,6 +23,7 @@ from localcloud import configs
 from localcloud import identity
 from localcloud import pristine
 from localcloud import procs
+from localcloud import reboot as reboot_mod
 
 #: Services a host needs; if one of them is gone, waiting is pointless.
 RPC_SERVICES = ('nova-conductor', 'nova-scheduler', 'cyborg-conductor')
@@ -248,5 +249,15 @@ def start(layout, host, out=print, timeout=TIMEOUT, unpatched=None):
 
 def restart(layout, host, out=print, timeout=TIMEOUT, unpatched=None):
     stop(layout, host, out=out)
+    return start(layout, host, out=out, timeout=timeout,
+                 unpatched=unpatched)
+
+
+def reboot(layout, host, out=print, timeout=TIMEOUT, unpatched=None):
+    """Stop the host, then start it as its reboot leaves it: its domains
+    shut off, its devices reset (:mod:`localcloud.reboot`)."""
+    stop(layout, host, out=out)
+    reboot_mod.mark(layout, host)
+    out('%s: rebooting (domains shut off, devices reset)' % host)
     return start(layout, host, out=out, timeout=timeout,
                  unpatched=unpatched)
