@@ -223,4 +223,10 @@ class LastSeen:
         if seen != self._seen:
             self._seen = seen
             if self._file is not None:
-                self._file.save({a: _to_json(d) for a, d in seen.items()})
+                try:
+                    self._file.save({a: _to_json(d)
+                                     for a, d in seen.items()})
+                except OSError as exc:
+                    LOG.warning('Cannot save %s (%s): a DFL card a guest '
+                                'holds when this sidecar restarts is not '
+                                'reported', self._file.path, exc)

@@ -5,6 +5,8 @@ through the driver, the health monitor and a restart."""
 import json
 import os
 
+import fixtures
+
 from sidecar.discovery import health
 from sidecar.discovery import held
 from sidecar.drivers import fpga
@@ -132,6 +134,16 @@ class HeldTest(simhost.SimHostTestCase):
         kernel.bind_vfio(self.host, PF)
         self.assertEqual([], self.driver.discover())
         self.assertIn('not a device record', self.log.output)
+
+    def test_a_state_file_that_cannot_be_saved_is_said(self):
+        self._card()
+        self.useFixture(fixtures.MockPatch(
+            'sidecar.state.cache.StateFile.save',
+            side_effect=OSError(28, 'No space left on device')))
+        [before] = self.driver.discover()
+        self.assertIn('Cannot save', self.log.output)
+        kernel.bind_vfio(self.host, PF)
+        self.assertEqual([before], self.driver.discover())
 
     def test_monitor_does_not_forget_a_held_card(self):
         self._card()
