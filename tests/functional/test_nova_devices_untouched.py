@@ -2,11 +2,12 @@
 
 Servers without any accelerator of this project get PCI devices from Nova
 itself: a flavor's ``pci_passthrough:alias`` (a plain PCI device of
-``[pci] device_spec``) and SR-IOV ports, a ``direct`` port (a VF, an
-``<interface type='hostdev'>``) and a ``direct-physical`` one (a PF, a
-``<hostdev>``), bound through Nova's Neutron fixture as in upstream's
-SRIOVServersTest. Two patched computes, each with those devices in Nova's
-fakelibvirt (:mod:`tests.functional.harness.nova_devices`).
+``[pci] device_spec``, or a VF marked ``live_migratable``) and SR-IOV
+ports, a ``direct`` port (a VF, an ``<interface type='hostdev'>``) and a
+``direct-physical`` one (a PF, a ``<hostdev>``), bound through Nova's
+Neutron fixture as in upstream's SRIOVServersTest. Two patched computes,
+each with those devices in Nova's fakelibvirt
+(:mod:`tests.functional.harness.nova_devices`).
 
 The owner reboots, stops and starts, rescues and unrescues; the cloud
 admin cold-migrates (confirmed) and live-migrates back where Nova can.
@@ -63,6 +64,23 @@ class NovaPciUntouchedTest(nova_devices.NovaDevicesSteps,
             return self.assert_nova_pci(server, hostname, [PLAIN])[PLAIN]
         # A plain PCI device does not live-migrate (Nova refuses it).
         self.walk(server, self.owner_api, check, live_migrate=False)
+        self.assert_freed(server)
+
+    def test_live_migratable_vf_alias(self):
+        """A VF by alias, live-migratable (Nova's VFIO migration of
+        devices ``live_migratable`` in ``[pci] device_spec``)."""
+        flavor = self._create_flavor(extra_spec={
+            'pci_passthrough:alias': nova_devices.VF_ALIAS + ':1'})
+        with self.acting(self.owner_api):
+            server = self._create_server(flavor_id=flavor,
+                                         image_uuid=base.IMAGE,
+                                         networks='none')
+        src = self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+        dst = (set(self.HOSTS) - {src}).pop()
+        self.assert_nova_pci(server, src, [VF])
+        self.admin_live_migrates(server)
+        self.assert_nova_pci(server, dst, [VF])
         self.assert_freed(server)
 
     def port(self, template):

@@ -36,20 +36,27 @@ CONF = nova.conf.CONF
 #: The physical network of LibvirtNeutronFixture's network_4 (its SR-IOV
 #: ports).
 PHYSNET = 'physnet4'
-#: The flavor alias of the plain PCI device (fakelibvirt's type-PCI one).
-ALIAS = 'plain'
+#: The flavor aliases of the plain PCI device (fakelibvirt's type-PCI one)
+#: and of a live-migratable VF (upstream's test_live_migrate_VF_success).
+ALIAS, VF_ALIAS = 'plain', 'lm-vf'
 DEVICE_SPEC = [jsonutils.dumps(spec) for spec in (
     {'vendor_id': fakelibvirt.PCI_VEND_ID,
      'product_id': fakelibvirt.PCI_PROD_ID},
     {'vendor_id': fakelibvirt.PCI_VEND_ID,
      'product_id': fakelibvirt.PF_PROD_ID, 'physical_network': PHYSNET},
     {'vendor_id': fakelibvirt.PCI_VEND_ID,
-     'product_id': fakelibvirt.VF_PROD_ID, 'physical_network': PHYSNET},
+     'product_id': fakelibvirt.VF_PROD_ID, 'physical_network': PHYSNET,
+     'live_migratable': 'yes'},
 )]
-PCI_ALIAS = [jsonutils.dumps({
-    'vendor_id': fakelibvirt.PCI_VEND_ID,
-    'product_id': fakelibvirt.PCI_PROD_ID,
-    'device_type': 'type-PCI', 'name': ALIAS})]
+PCI_ALIAS = [jsonutils.dumps(alias) for alias in (
+    {'vendor_id': fakelibvirt.PCI_VEND_ID,
+     'product_id': fakelibvirt.PCI_PROD_ID,
+     'device_type': 'type-PCI', 'name': ALIAS},
+    {'vendor_id': fakelibvirt.PCI_VEND_ID,
+     'product_id': fakelibvirt.VF_PROD_ID,
+     'device_type': 'type-VF', 'live_migratable': 'yes',
+     'name': VF_ALIAS},
+)]
 
 #: Nova's generic mdev resource class (upstream's DifferentMdevClassesTests).
 GENERIC_CLASS = 'CUSTOM_NOTVGPU'
@@ -68,8 +75,8 @@ def pci_address(nodedev_name):
 
 
 def configure_pci(test):
-    """Nova's ``[pci]``: the plain device by alias, PF and VFs on PHYSNET
-    for ports."""
+    """Nova's ``[pci]``: the plain device and live-migratable VFs by
+    alias, PF and VFs on PHYSNET for ports."""
     test.flags(device_spec=DEVICE_SPEC, alias=PCI_ALIAS, group='pci')
 
 
