@@ -46,14 +46,27 @@ ALIAS_NAMESPACE = uuid.UUID('0b5c9e52-6f4e-5d0a-8a43-9d2f6c1e7b31')
 
 
 def flavor_profile(flavor):
-    """The device profile ``flavor`` names, or None (also for no flavor)."""
-    return flavor.extra_specs.get(DP_EXTRA_SPEC) if flavor else None
+    """The device profile ``flavor`` names, or None (also for no flavor).
+
+    Loads nothing: a server's flavor (and a move's new one) always comes
+    with its extra specs; anything else names no profile.
+    """
+    try:
+        if not flavor or not flavor.obj_attr_is_set('extra_specs'):
+            return None
+    except AttributeError:  # not a nova.objects.Flavor
+        return None
+    return flavor.extra_specs.get(DP_EXTRA_SPEC)
 
 
-def entries(instance, prefix):
+def entries(instance, prefix, load=True):
     """The list kept in system metadata as ``<prefix><n>`` keys (none for
-    an instance made without system metadata and without a context)."""
-    meta = _meta(instance)
+    an instance made without system metadata and without a context).
+
+    :param load: False: none either when the instance's system metadata
+        is not loaded (see :func:`has_accelerators`).
+    """
+    meta = _meta(instance, load)
     keys = sorted((k for k in meta if k.startswith(prefix)),
                   key=lambda k: int(k[len(prefix):]))
     return [meta[k] for k in keys]
@@ -84,11 +97,11 @@ def unbound(instance):
             entries(instance, LIVE_DEST_PREFIX))
 
 
-def attached(instance):
+def attached(instance, load=True):
     """[(arq_uuid, device profile)] of the accelerators attached with
-    addAccelerator (nova_cyborg.attach)."""
+    addAccelerator (nova_cyborg.attach); ``load`` as :func:`entries`."""
     return [tuple(entry.split(' ', 1))
-            for entry in entries(instance, ATTACHED_PREFIX)]
+            for entry in entries(instance, ATTACHED_PREFIX, load)]
 
 
 def attached_profiles(instance):
@@ -98,11 +111,20 @@ def attached_profiles(instance):
                    for entry in entries(instance, ATTACHED_PREFIX)})
 
 
-def has_accelerators(instance):
+def has_accelerators(instance, load=True):
     """True if ARQs may be bound to the instance: its flavor names a
-    device profile, or accelerators were attached with addAccelerator."""
+    device profile, or accelerators were attached with addAccelerator.
+
+    :param load: False where Nova always hands over the instance with its
+        system metadata loaded: an instance without it then has no records
+        to read, and reading them must not cost a server without
+        accelerators a database (or conductor) round trip. The instances
+        of nova-compute's init_host (``expected_attrs``), and those the API
+        loads (``compute.api.API.get`` adds ``system_metadata``) and sends
+        to the conductor and the computes, all have it.
+    """
     return bool(flavor_profile(instance.flavor) or
-                entries(instance, ATTACHED_PREFIX))
+                entries(instance, ATTACHED_PREFIX, load))
 
 
 def hostnames(instance):
@@ -118,11 +140,12 @@ def on_host(instance, arqs):
     return [arq for arq in arqs if arq.get('hostname') in here]
 
 
-def _meta(instance):
+def _meta(instance, load=True):
     """The system metadata, or {} for an instance made without it and
-    without a context to load it (one Nova never saved)."""
-    if (not instance.obj_attr_is_set('system_metadata') and
-            getattr(instance, '_context', None) is None):
+    without a context to load it (one Nova never saved), and with
+    ``load`` False for any instance without it loaded."""
+    if not instance.obj_attr_is_set('system_metadata') and (
+            not load or getattr(instance, '_context', None) is None):
         return {}
     return instance.system_metadata
 

@@ -147,7 +147,11 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
         never saves: the ARQs it could not delete travel in the raised
         exception's ``arqs`` and the conductor's thread records them
         (nova_cyborg.hooks.conductor.build_arqs_failed).
-    :returns: the UUIDs of the ARQs whose binding was started.
+    :returns: the UUIDs of the ARQs whose binding was started; None for
+        a server with nothing for nova-cyborg to create (no device profile
+        in its flavor or ports, nothing attached that an evacuation takes
+        along), for which the patched conductor runs upstream's code
+        (patch 0002a).
     :raises: AcceleratorRequestBindingFailed, after deleting every ARQ
         created here.
     """
@@ -156,7 +160,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
              if net.port_id and net.device_profile]
     if not dp_name and not ports and not evacuate.carries(instance,
                                                           hostname):
-        return []
+        return None
     # Bound in the instance's project, whoever acts.
     cyclient = nc_client.get_client(context, instance=instance)
     mapping = request_spec.get_request_group_mapping()

@@ -66,9 +66,14 @@ def _evacuating(instance, hostname):
 
 def carries(instance, hostname):
     """True if the instance is evacuated to ``hostname`` with accelerators
-    attached with addAccelerator."""
+    attached with addAccelerator.
+
+    Loads nothing: an evacuated instance comes from the API with its
+    system metadata (bookkeeping.has_accelerators), and the conductor asks
+    this for every instance it places on a host.
+    """
     return (_evacuating(instance, hostname) and
-            bool(bookkeeping.attached(instance)))
+            bool(bookkeeping.attached(instance, load=False)))
 
 
 def _claim(context, reportclient, instance, tree_uuid, profile):
@@ -146,7 +151,9 @@ def drop_attached(context, instance):
     ARQs Cyborg cannot delete now are retired: deleted at the server's
     next move, or with it.
     """
-    attached = bookkeeping.attached(instance)
+    # The instance came from the API through the conductor, with its
+    # system metadata: nothing to load (bookkeeping.has_accelerators).
+    attached = bookkeeping.attached(instance, load=False)
     if not attached:
         return
     cyclient = nc_client.get_client(context)

@@ -27,11 +27,21 @@ DP_EXTRA_SPEC = 'accel:device_profile'
 
 def requests_accelerators(spec_obj):
     """Whether the request asks for accelerators: its flavor names a device
-    profile, or a port's device profile added request groups."""
-    flavor = getattr(spec_obj, 'flavor', None)
-    if flavor is not None and (flavor.extra_specs or {}).get(DP_EXTRA_SPEC):
+    profile, or a device profile (a flavor's, a port's) added request
+    groups.
+
+    Loads nothing: a flavor without its extra specs loaded is judged by
+    the request groups only (the API and the move tasks add a device
+    profile's groups to every request that has one).
+    """
+    flavor = (spec_obj.flavor if spec_obj.obj_attr_is_set('flavor')
+              else None)
+    if (flavor is not None and flavor.obj_attr_is_set('extra_specs') and
+            (flavor.extra_specs or {}).get(DP_EXTRA_SPEC)):
         return True
-    groups = getattr(spec_obj, 'requested_resources', None) or []
+    if not spec_obj.obj_attr_is_set('requested_resources'):
+        return False
+    groups = spec_obj.requested_resources or []
     return any((group.requester_id or '').startswith(REQUESTER_PREFIX)
                for group in groups)
 

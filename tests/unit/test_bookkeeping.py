@@ -1,5 +1,7 @@
 """The owner of a server's ARQs in Cyborg (nova_cyborg.bookkeeping)."""
 
+from unittest import mock
+
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -63,3 +65,32 @@ class OwnerTest(test.NoDBTestCase):
         instance = objects.Instance(uuid=uuids.inst)
         self.assertEqual(uuids.inst, bookkeeping.arq_owner(instance))
         self.assertFalse(bookkeeping.own_arqs(instance))
+
+    def test_records_not_loaded_are_read_only_when_asked(self):
+        # With load=False an instance whose system metadata is not loaded
+        # has no records, and nothing is loaded; by default it is loaded.
+        instance = objects.Instance(uuid=uuids.inst, flavor=objects.Flavor(
+            extra_specs={}))
+        instance._context = mock.sentinel.context
+        with mock.patch.object(objects.Instance, 'obj_load_attr') as load:
+            self.assertFalse(bookkeeping.has_accelerators(instance,
+                                                          load=False))
+            self.assertEqual([], bookkeeping.attached(instance, load=False))
+            load.assert_not_called()
+            self.assertRaises(AttributeError, bookkeeping.has_accelerators,
+                              instance)
+            load.assert_called_once_with('system_metadata')
+
+    def test_loaded_records_are_read_without_loading(self):
+        self.instance.flavor = objects.Flavor(extra_specs={})
+        self.instance.system_metadata[
+            bookkeeping.ATTACHED_PREFIX + '0'] = '%s dp1' % uuids.arq
+        self.assertTrue(bookkeeping.has_accelerators(self.instance,
+                                                     load=False))
+
+    def test_flavor_profile_loads_nothing(self):
+        self.assertEqual('dp1', bookkeeping.flavor_profile(objects.Flavor(
+            extra_specs={bookkeeping.DP_EXTRA_SPEC: 'dp1'})))
+        self.assertIsNone(bookkeeping.flavor_profile(objects.Flavor()))
+        self.assertIsNone(bookkeeping.flavor_profile(None))
+        self.assertIsNone(bookkeeping.flavor_profile('m1.small'))

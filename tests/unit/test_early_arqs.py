@@ -197,7 +197,7 @@ class EarlyArqsTest(test_conductor.CreateAndBindTest):
         self.instance.flavor.extra_specs = {}
         self.start_binding()
         self.assertEqual({}, early_arqs._binding)
-        self.assertEqual([], self.hook_call())
+        self.assertIsNone(self.hook_call())
         self.assertFalse(self.requests.called)
 
 
