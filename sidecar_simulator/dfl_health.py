@@ -67,9 +67,26 @@ def set_hwmon(path, **values):
     simulator._write_files(path, values)
 
 
-def errors_store(path, value):
+def _owner(dfl_host, errors_dir):
+    """``(card, key prefix)`` whose FME or port has ``errors_dir``."""
+    base = os.path.realpath(os.path.dirname(errors_dir))
+    for card in dfl_host.cards:
+        if os.path.realpath(dfl_host.fme_dir(card)) == base:
+            return card, lambda name: 'fme/' + name
+        for port in card.ports:
+            if dfl_host._present(card, port) and os.path.realpath(
+                    dfl_host.port_dir(card, port.index)) == base:
+                return card, lambda name, port=port: dfl_host._error_key(
+                    port, 'port/' + name)
+    return None, None
+
+
+def errors_store(path, value, dfl_host=None):
     """The kernel's answer to ``value`` written to the error file
-    ``path`` (SOURCES['errors_store']); raises OSError as it would."""
+    ``path`` (SOURCES['errors_store']); raises OSError as it would.
+    With ``dfl_host`` (a :class:`sidecar_simulator.dfl.DflHost`), its
+    cards' descriptions keep what was cleared, so a tree written again
+    (a replug, a rescan) shows it cleared too."""
     name = os.path.basename(path)
     if name not in CLEARABLE:
         raise OSError(errno.EACCES, os.strerror(errno.EACCES))
@@ -81,8 +98,14 @@ def errors_store(path, value):
         held = int(f.read().strip(), 0)
     if written != held:
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+    cleared = [name]
     simulator._write(path, '0x0\n')
     if name == 'errors':  # afu_port_err_clear: PORT_FIRST_ERROR too
         first = os.path.join(os.path.dirname(path), 'first_error')
         if os.path.exists(first):
             simulator._write(first, '0x0\n')
+            cleared.append('first_error')
+    card, key = (_owner(dfl_host, os.path.dirname(path)) if dfl_host
+                 else (None, None))
+    for cleared_name in cleared if card is not None else ():
+        card.errors[key(cleared_name)] = '0x0'

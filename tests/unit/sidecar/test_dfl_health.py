@@ -46,7 +46,8 @@ class KernelWrites(fixtures.Fixture):
             self.writes.append((relpath, value))
             if '/errors/' in relpath:
                 return sim_health.errors_store(
-                    os.path.join(os.path.realpath(root), relpath), value)
+                    os.path.join(os.path.realpath(root), relpath), value,
+                    self.dfl_host)
             parts = relpath.split('/')
             if self.dfl_host is not None and parts[-1] == 'sriov_numvfs':
                 return dfl_sriov.sriov_numvfs_store(self.dfl_host,
@@ -68,7 +69,7 @@ class DflHealthBase(simhost.SimHostTestCase):
         self.driver = fpga.FpgaDriver(self.conf, self.source)
         self.holds = holds_mod.Holds()
         self.monitor = health.Monitor('host1', self.root, holds=self.holds)
-        self.kernel = self.useFixture(KernelWrites())
+        self.kernel = self.useFixture(KernelWrites(self.sim.dfl))
         dfl_health._warned.clear()
 
     def device(self):
@@ -204,6 +205,11 @@ class ClearTest(DflHealthBase):
         self.assertEqual(('0x0', '0x0', '0xbeef'), (
             self.read(PF, 'fme/fme_errors'), self.read(VF2, 'port/errors'),
             self.read(VF2, 'port/first_malformed_req')))
+        # The simulated card keeps it: a tree written again shows it.
+        self.assertEqual(('0x0', '0x0', '0x0'), (
+            self.card.errors['fme/fme_errors'],
+            self.card.errors['port1/errors'],
+            self.card.errors['port1/first_error']))
         self.cycle()
         # The port is offered again; catfatal_errors (read-only, a card
         # reset clears it) still holds the card.
