@@ -97,6 +97,22 @@ def hostdevs(root):
     return found
 
 
+def interface_keys(root):
+    """Keys of the PCI functions the domain's ``<interface
+    type='hostdev'>`` elements pass through (Neutron ports: SR-IOV VFs and
+    ports with a device profile, whose ARQ Nova gives the guest as the
+    port's interface). An interface written without its address is
+    skipped."""
+    found = set()
+    for interface in root.findall("./devices/interface[@type='hostdev']"):
+        address = interface.find('./source/address')
+        if address is None or address.get('type', PCI) != PCI:
+            continue
+        found.add((PCI, tuple(_hex(address, part) for part in
+                              ('domain', 'bus', 'slot', 'function'))))
+    return found
+
+
 def keys_in(xml):
     """The device keys a domain XML string passes through (a cheap test
     first: most domains have no hostdev at all)."""

@@ -138,14 +138,19 @@ def _nova_mdevs(driver, instance):
     return False
 
 
-def strays_and_missing(present, arqs, nova_pci, nova_vgpu):
+def strays_and_missing(present, arqs, nova_pci, nova_vgpu,
+                       interfaces=frozenset()):
     """Split a definition's devices against what gives them.
 
-    :param present: device keys in the definition.
+    :param present: device keys in the definition's ``<hostdev>``s.
     :param arqs: the validated ARQs Bound to this host.
     :param nova_pci: keys of Nova's own PCI claims.
     :param nova_vgpu: True if Nova gives the guest mediated devices itself
         (its vGPUs or generic-class mdevs): no mdev is a stray.
+    :param interfaces: keys of the definition's ``<interface
+        type='hostdev'>``s: the ARQ of a port with a device profile is the
+        port's interface, never missing (and an interface is never a
+        stray: it is Neutron's).
     :returns: (stray keys, ARQs whose device is missing), both sorted.
     """
     given = {_arq_key(arq): arq for arq in arqs}
@@ -154,7 +159,7 @@ def strays_and_missing(present, arqs, nova_pci, nova_vgpu):
         if key not in given and key not in nova_pci and
         not (key[0] == dd.MDEV and nova_vgpu))
     missing = [arq for key, arq in sorted(given.items())
-               if key not in present]
+               if key not in present and key not in interfaces]
     return strays, missing
 
 
@@ -203,7 +208,7 @@ def checked_xml(driver, context, instance, xml, asked=None):
         arqs = _bound_here(context, driver, instance)
         strays, missing = strays_and_missing(
             present, arqs, _nova_pci(instance) if present else set(),
-            _nova_mdevs(driver, instance))
+            _nova_mdevs(driver, instance), dd.interface_keys(root))
         if not strays and not missing:
             return xml
         added = [nc_libvirt.hostdev_config(arq).format_dom()

@@ -130,14 +130,9 @@ class PortDeviceProfileTest(base.AcceleratorTestBase):
     def test_port_and_flavor_profile(self):
         server = self.boot_with_port(self.flavor)
         _port_arq, flavor_arqs = self.assert_port_accelerated(server, 1)
-        # Known defect: the guest-device guard takes every Bound ARQ of
-        # the server for a device its guest must hold as a <hostdev>, the
-        # port's too, and adds the port's VF a second time at spawn
-        # ("Adding the devices of Bound accelerator requests the guest
-        # definition lacked", event nova_cyborg_added_missing_devices).
-        # Real libvirt refuses a function assigned twice. This reports an
-        # unexpected success once the guard leaves port ARQs to the VIF.
-        self.expectFailure(
-            "the guard adds the port's device as a <hostdev> too",
-            self.assert_hostdevs, server, flavor_arqs)
+        # The guest-device guard leaves the port's ARQ to the port's
+        # interface: the guest holds the flavor's device as a <hostdev>
+        # and the port's VF once, as its interface (real libvirt refuses
+        # a function assigned twice).
+        self.assert_hostdevs(server, flavor_arqs)
         self.assert_deleted_leaves_nothing(server)

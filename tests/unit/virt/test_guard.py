@@ -202,6 +202,18 @@ class CheckedXmlTestCase(testtools.TestCase):
         self.record.assert_called_once_with(
             self.context, self.instance, guard.EVENT_REMOVED)
 
+    def test_a_ports_arq_is_its_interface_not_missing(self):
+        # A port with a device profile beside the flavor's: Nova gives the
+        # port's ARQ as the port's <interface type='hostdev'>; adding it
+        # as a <hostdev> too would pass the VF through twice.
+        self.with_profile()
+        xml = ('<domain type="kvm"><devices><interface type="hostdev" '
+               'managed="yes"><source><address type="pci" domain="0x0000" '
+               'bus="0x0c" slot="0x00" function="0x2"/></source>'
+               '</interface></devices></domain>')
+        self.assertIs(xml, self.check(xml))
+        self.record.assert_not_called()
+
     def test_server_with_accelerators_keeps_its_bound_arqs(self):
         self.with_profile()
         xml = domain(hostdev(ACCEL))
