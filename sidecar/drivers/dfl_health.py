@@ -87,18 +87,16 @@ HWMON = (
 _warned = {}   # (card address, what): last warning logged
 
 
-def _value(path):
-    """The integer in ``path`` (``0x...`` or decimal), None if unread."""
+def _value(path, base=0):
+    """The integer in ``path``, None if unread: ``0x...`` (the error
+    registers' ``"0x%llx"``) or, with ``base`` 10, decimal (hwmon)."""
     text = sources.read_file(path)
     if text is None:
         return None
     try:
-        return int(text, 0)
+        return int(text, base)
     except ValueError:
-        try:
-            return int(text, 16)
-        except ValueError:
-            return None
+        return None
 
 
 def _warn_once(card, what, message):
@@ -141,11 +139,12 @@ def hwmon_problems(fme, card):
         for kind, input_name, limits in HWMON:
             if name != kind:
                 continue
-            now = _value(os.path.join(hwmon, input_name))
+            now = _value(os.path.join(hwmon, input_name), 10)
             warning = None
             for limit_name, fault in limits:
-                limit = _value(os.path.join(hwmon, limit_name))
-                alarm = _value(os.path.join(hwmon, limit_name + '_alarm'))
+                limit = _value(os.path.join(hwmon, limit_name), 10)
+                alarm = _value(os.path.join(hwmon, limit_name + '_alarm'),
+                               10)
                 crossed = bool(alarm) or (now is not None and limit and
                                           now >= limit)
                 if not crossed:
