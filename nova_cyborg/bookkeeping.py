@@ -81,20 +81,22 @@ def store(instance, prefix, values):
         meta['%s%d' % (prefix, index)] = entry
 
 
-def parked(instance):
-    """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs."""
+def parked(instance, load=True):
+    """[(arq_uuid, device_rp_uuid, hostname)] of the parked ARQs;
+    ``load`` as :func:`entries`."""
     return [tuple(entry.split(' ', 2))
-            for entry in entries(instance, PARKED_PREFIX)]
+            for entry in entries(instance, PARKED_PREFIX, load)]
 
 
-def unbound(instance):
+def unbound(instance, load=True):
     """The ARQs of the instance that Cyborg may not tie to it: parked by a
     resize, retired after a failed deletion, or created for a live
     migration's destination (bound, if at all, under the other owner).
-    Deleting the server deletes them by UUID."""
-    return ([arq_uuid for arq_uuid, _rp, _host in parked(instance)] +
-            entries(instance, RETIRED_PREFIX) +
-            entries(instance, LIVE_DEST_PREFIX))
+    Deleting the server deletes them by UUID. ``load`` as
+    :func:`entries`."""
+    return ([arq_uuid for arq_uuid, _rp, _host in parked(instance, load)] +
+            entries(instance, RETIRED_PREFIX, load) +
+            entries(instance, LIVE_DEST_PREFIX, load))
 
 
 def attached(instance, load=True):

@@ -76,6 +76,7 @@ class OwnerTest(test.NoDBTestCase):
             self.assertFalse(bookkeeping.has_accelerators(instance,
                                                           load=False))
             self.assertEqual([], bookkeeping.attached(instance, load=False))
+            self.assertEqual([], bookkeeping.unbound(instance, load=False))
             load.assert_not_called()
             self.assertRaises(AttributeError, bookkeeping.has_accelerators,
                               instance)
