@@ -5,6 +5,7 @@ imported by the modules that hook imports (nova_cyborg.rpc uses its
 decorators), so this one imports the ARQ cleanup only.
 """
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import cleanup
 
 
@@ -16,7 +17,16 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
     a resize parked or retired. Failures are logged, not raised, as
     upstream.
 
+    Nothing, and nothing loaded, for a server without a device profile,
+    without records and without ``arq_uuids``, as upstream: every caller
+    has the instance the API made or loaded, with its system metadata
+    (:func:`nova_cyborg.bookkeeping.has_accelerators`).
+
     :param instance: the nova.objects.Instance.
     :param arq_uuids: ARQs not bound to the instance yet, to delete too.
     """
+    if not (arq_uuids or
+            bookkeeping.has_accelerators(instance, load=False) or
+            bookkeeping.unbound(instance, load=False)):
+        return
     cleanup.delete_arqs_if_needed(context, instance, arq_uuids)
