@@ -120,7 +120,15 @@ def delete_arqs_of_deleting_instance(context, instance):
     """Called by ``ComputeManager._delete_instance()`` instead of
     ``delete_arqs_if_needed``: also the ARQs attached with addAccelerator,
     parked or retired; a Cyborg failure is logged, as upstream.
+
+    Nothing, and nothing loaded, for a server without a device profile
+    or records, as upstream: the instance comes from the API's delete,
+    init_host or the reclaim of soft-deleted servers, with its system
+    metadata (:func:`nova_cyborg.bookkeeping.has_accelerators`).
     """
+    if not (bookkeeping.has_accelerators(instance, load=False) or
+            bookkeeping.unbound(instance, load=False)):
+        return
     cleanup.delete_arqs_of_deleting_instance(context, instance)
 
 
