@@ -22,11 +22,8 @@ owner (:mod:`nova_cyborg.live_migration`). Then:
 * source, ``_rollback_live_migration`` (:func:`rolled_back`): the
   destination's ARQs are deleted (and with them its mdevs), the owner
   stays, and the source's ARQs are checked to be still Bound on it;
-* source, restarted in the middle of the move (``_reset_live_migration``,
-  :func:`reset`): the rollback above never ran; the server's allocation
-  goes back to the source (upstream leaves it on the destination, held
-  by the server, and the source's held by the migration), then as
-  :func:`rolled_back`.
+* source, restarted in the middle of the move (``_reset_live_migration``):
+  :mod:`nova_cyborg.live_migration_reset`, which uses both above.
 """
 
 from oslo_log import log as logging
@@ -288,26 +285,3 @@ def rolled_back(context, instance):
                   'accelerators are not all Bound on this host: %s', e,
                   instance=instance)
         compute_utils.add_instance_fault_from_exc(context, instance, e)
-
-
-def reset(manager, context, instance, migration):
-    """At the source, restarted with the server in MIGRATING: the
-    migration was aborted and set to 'error' (upstream's
-    ``_reset_live_migration``), and nothing of :func:`rolled_back` ran.
-    The migration's allocation (the source's devices) goes back to the
-    server, which frees the destination's, then the destination's ARQs go
-    (:func:`rolled_back`). Never raises.
-
-    :param manager: the ComputeManager (its ``_revert_allocation``).
-    :param migration: the aborted migration, or None when upstream found
-        none running (the allocation is then left as it is).
-    """
-    if migration is not None:
-        try:
-            manager._revert_allocation(context, instance, migration)
-        except Exception as e:  # noqa: B902 (the reset must go on)
-            LOG.error('Could not give the server its allocation on this '
-                      'host back after the interrupted live migration '
-                      '%(mig)s: %(err)s', {'mig': migration.uuid, 'err': e},
-                      instance=instance)
-    rolled_back(context, instance)

@@ -14,6 +14,7 @@ from nova_cyborg import cleanup
 from nova_cyborg import compute
 from nova_cyborg import evacuate
 from nova_cyborg import live_migration_compute
+from nova_cyborg import live_migration_reset as lm_reset
 from nova_cyborg import move
 from nova_cyborg import recovery
 from nova_cyborg import rpc
@@ -301,13 +302,16 @@ def live_migration_rolled_back(context, instance):
 def live_migration_reset(manager, context, instance, migration):
     """Called by ``ComputeManager._reset_live_migration()``: the source
     nova-compute restarted with the server in MIGRATING (it stopped in the
-    middle of the live migration, and ``_rollback_live_migration`` never
-    ran), after the migration was aborted and set to 'error'. The server
-    gets its allocation on this host back and the destination's ARQs go.
+    middle of the live migration, and neither ``_rollback_live_migration``
+    nor the end of ``_post_live_migration`` ran), after the migration was
+    aborted and set to 'error'. If the guest still runs here, the server
+    gets its allocation on this host back and the destination's ARQs go;
+    if it left, the destination's ARQs and allocation stay and the server
+    goes to ERROR with a fault (:mod:`nova_cyborg.live_migration_reset`).
     Never raises; nothing for a server without accelerators.
 
     :param migration: the migration upstream found running, or None.
     """
     # init_host loads the host's instances with their system metadata.
     if bookkeeping.has_accelerators(instance, load=False):
-        live_migration_compute.reset(manager, context, instance, migration)
+        lm_reset.reset(manager, context, instance, migration)

@@ -3,12 +3,14 @@
 As Nova's own ``LibvirtMigrationMixin`` (nova/tests/functional/libvirt/
 base.py) does, fakelibvirt's ``migrateToURI3`` is replaced: the
 destination XML Nova built (with the remapped ``<hostdev>``s) is defined
-on the destination host's fakelibvirt connection and the source domain's
-job completes. The XML is kept (``self.destination_xml``) so that tests
-read the ``<hostdev>``s the destination got. ``self.during_migration``,
-if set, runs first (with the source domain and the destination host):
-a test makes the migration fail or waits there to abort it, and returns
-True to end the migration there.
+on the destination host's fakelibvirt connection, the source domain's
+job completes, and the source's domain stops and is undefined (the
+migration flags hold VIR_MIGRATE_UNDEFINE_SOURCE). The XML is kept
+(``self.destination_xml``) so that tests read the ``<hostdev>``s the
+destination got. ``self.during_migration``, if set, runs first (with the
+source domain and the destination host): a test makes the migration
+fail or waits there to abort it, and returns True to end the migration
+there.
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -61,8 +63,13 @@ class LiveMigrationBase(attach_base.AttachSteps, base.AcceleratorTestBase):
         self.computes[dest].driver._host.get_connection().createXML(
             params['destination_xml'], 0)
         domain.complete_job()
-        # The guest has left: its QEMU on the source exits.
+        # The guest has left: its QEMU on the source exits, and libvirt
+        # undefines the source's domain when asked to (Nova's libvirt
+        # driver always is: VIR_MIGRATE_UNDEFINE_SOURCE, nova/virt/libvirt/
+        # driver.py), as virDomainMigrateToURI3 documents.
         domain.destroy()
+        if flags & fakelibvirt.VIR_MIGRATE_UNDEFINE_SOURCE:
+            domain.undefine()
 
     # Steps
 
@@ -124,8 +131,7 @@ class LiveMigrationBase(attach_base.AttachSteps, base.AcceleratorTestBase):
         return bdfs, mdevs
 
     def runs_domain(self, hostname, server):
-        """Whether the host runs a domain of the server (fakelibvirt
-        keeps the source's, shut off, where libvirt undefines it)."""
+        """Whether the host runs a domain of the server."""
         conn = self.computes[hostname].driver._host.get_connection()
         try:
             return bool(conn.lookupByUUIDString(server['id']).isActive())

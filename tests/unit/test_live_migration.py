@@ -327,32 +327,6 @@ class EndTest(Base):
         lmc.rolled_back(self.context, self.instance)
         self.assertIn(uuids.a0, str(fault.call_args[0][2]))
 
-    @mock.patch('nova.compute.utils.add_instance_fault_from_exc')
-    def test_reset_gives_the_allocation_back_then_rolls_back(self, fault):
-        manager = mock.Mock()
-        manager._revert_allocation.side_effect = (
-            lambda *a: self.cyclient.delete_arqs_by_uuid.assert_not_called())
-        lmc.reset(manager, self.context, self.instance, MIGRATION)
-        manager._revert_allocation.assert_called_once_with(
-            self.context, self.instance, MIGRATION)
-        self.cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.b0])
-        self.assertEqual([], lm.recorded(self.instance))
-        fault.assert_not_called()
-
-    @mock.patch('nova.compute.utils.add_instance_fault_from_exc')
-    def test_reset_goes_on_when_placement_fails(self, fault):
-        manager = mock.Mock()
-        manager._revert_allocation.side_effect = (
-            nova_exception.AllocationMoveFailed(
-                source_consumer=uuids.mig, target_consumer=uuids.inst,
-                error='placement down'))
-        lmc.reset(manager, self.context, self.instance, MIGRATION)
-        self.cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.b0])
-
-    def test_reset_without_a_running_migration(self):
-        lmc.reset(mock.Mock(), self.context, self.instance, None)
-        self.cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.b0])
-
 
 class BindEventTest(ConductorTest):
 
