@@ -97,12 +97,15 @@ class NovaCopyTestCase(testtools.TestCase):
                 os.path.join(self.source, 'nova'),
                 os.path.join(self.target, 'nova'),
                 ignore=shutil.ignore_patterns('__pycache__', 'tests'))
-        else:
-            for rel in TOUCHED:
-                os.makedirs(os.path.join(self.target, os.path.dirname(rel)),
-                            exist_ok=True)
-                shutil.copy2(os.path.join(self.source, rel),
-                             os.path.join(self.target, rel))
+        # The touched modules; with a full copy, Nova's own tests that a
+        # patch updates with its change (patch 0025's object hashes).
+        for rel in TOUCHED:
+            if self.full_copy and '/tests/' not in rel:
+                continue
+            os.makedirs(os.path.join(self.target, os.path.dirname(rel)),
+                        exist_ok=True)
+            shutil.copy2(os.path.join(self.source, rel),
+                         os.path.join(self.target, rel))
         write_metadata(self.target, VERSION)
         self.stderr = io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
