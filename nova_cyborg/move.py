@@ -16,11 +16,15 @@ source's ARQs are parked (unbound, kept) while the guest is off:
    parked ones bound again, the guest powered back on, and the resize
    fails with the server running on the source as before.
 3. ``finish_resize`` builds the destination guest with the bound ARQs.
-4. Confirm deletes the parked ARQs (:func:`confirm`). Revert deletes the
-   destination's (:func:`revert_at_destination`) and binds the parked ones
-   again on the source (:func:`rebind_at_source`) before its guest is
-   rebuilt. If that bind fails, the server is in ERROR on the source with
-   its ARQs still parked; the next hard reboot, power on or rebuild there
+4. Confirm deletes the parked ARQs (:func:`confirm`). Revert first checks
+   on the destination that Cyborg answers (:func:`revert_at_destination`);
+   once the destination destroyed its guest, the source deletes the
+   destination's ARQs and binds the parked ones again
+   (:func:`rebind_at_source`) before its guest is rebuilt. A revert that
+   fails on the destination leaves its ARQs Bound under the guest there.
+   If the delete or the bind fails on the source, the server is in ERROR
+   there with its ARQs still parked; the next hard reboot, power on or
+   rebuild there
    binds them again first (nova_cyborg.recovery.parked_here).
 
 Parked ARQs are kept in the instance's system metadata, which travels with
@@ -53,7 +57,6 @@ from nova_cyborg import client as nc_client
 from nova_cyborg import compute as nc_compute
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
-from nova_cyborg.virt import guest_power
 
 LOG = logging.getLogger(__name__)
 
@@ -338,45 +341,33 @@ def confirm(context, instance):
     retire(context, instance, arq_uuids)
 
 
-def _holds_mdevs(client, instance):
-    return any(arq.get('attach_handle_type') == 'MDEV'
-               for arq in client.get_arqs_for_instance(instance.uuid))
-
-
 def revert_at_destination(context, instance, migration=None, driver=None):
-    """The move is reverted: the destination's ARQs go, so that the parked
-    ones can be bound again on the source. Called before anything of the
-    destination (networks, guest, disks) is torn down. A guest with a
-    vGPU is powered off first (with ``driver``): a running guest holds its
-    mdevs, which Cyborg's delete removes (:mod:`nova_cyborg.virt.
-    guest_power`); it is started again if the ARQs stay.
+    """The move is about to be reverted: check that Cyborg answers, since
+    the source needs it to delete the destination's ARQs and bind the
+    parked ones again (:func:`rebind_at_source`). Nothing is deleted or
+    stopped here: the destination's ARQs stay Bound under its guest until
+    the destination has destroyed it, so that a revert failing on the
+    destination (Neutron, Cinder, libvirt) leaves a running guest whose
+    devices Cyborg still counts as its own (and a vGPU guest keeps its
+    mdevs, which the sidecar removes only with an unbound ARQ).
 
     :param migration: the nova.objects.Migration being reverted (status
         ``reverting``).
-    :param driver: the compute host's virt driver.
+    :param driver: the compute host's virt driver (unused, kept for the
+        hook's signature).
     :returns: True to go on with the revert. False if it must not start:
-        the destination's ARQs could not be deleted (Cyborg unreachable).
-        Nothing changed then: the migration is ``finished`` again, the
-        server's task state is cleared (it stays in VERIFY_RESIZE, running
-        on the destination with its devices) and an instance action event
-        in error (:data:`REVERT_EVENT`) says why; the revert, or a confirm,
-        can be asked for again.
+        Cyborg could not be reached. Nothing changed then: the migration is
+        ``finished`` again, the server's task state is cleared (it stays in
+        VERIFY_RESIZE, running on the destination with its devices) and an
+        instance action event in error (:data:`REVERT_EVENT`) says why;
+        the revert, or a confirm, can be asked for again.
     """
     if not (parked(instance) or _profile(instance.flavor)):
         return True
-    client = nc_client.get_client(context)
-    stopped = False
     try:
-        if driver is not None and _holds_mdevs(client, instance):
-            stopped = guest_power.stop(driver, instance)
-            if stopped:
-                LOG.info('Powered the guest off: its vGPUs go with the '
-                         'destination\'s accelerator requests',
-                         instance=instance)
-        client.delete_arqs_for_instance(instance.uuid)
+        nc_client.get_client(context).get_arqs_for_instance(
+            arq_owner(instance))
     except exception.CyborgError as e:
-        if stopped:
-            guest_power.start(driver, context, instance)
         error = exception.RevertNotStarted(error=e)
         LOG.error('%s', error.format_message(), instance=instance)
         if migration is not None:
@@ -386,8 +377,6 @@ def revert_at_destination(context, instance, migration=None, driver=None):
         instance.save()
         _record_failure(context, instance, REVERT_EVENT, error)
         return False
-    LOG.info('Deleted the accelerator requests of the destination',
-             instance=instance)
     return True
 
 
@@ -406,8 +395,34 @@ def _record_failure(context, instance, event, error):
 
 
 def rebind_at_source(virtapi, context, instance):
-    """Bind the parked ARQs again before the source guest is rebuilt.
+    """Delete the destination's ARQs, then bind the parked ones again,
+    before the source guest is rebuilt.
 
-    :raises: the binding failure; the revert fails with it.
+    Runs on the source in ``finish_revert_resize``, after the destination
+    destroyed its guest: no device is in use there any more. The
+    instance's host and node are the source's again, so the ARQs bound to
+    another host are the destination's (Cyborg would refuse the bind of
+    the parked ones next to them).
+
+    :raises: CyborgError if the destination's ARQs could not be deleted
+        (they are remembered, and deleted at the next move), or the
+        binding failure; the revert fails with it, the ARQs of the source
+        still parked (:func:`nova_cyborg.recovery.parked_here`).
     """
+    # The flavor is the source's again; the destination's ARQs come from
+    # the flavor the server was being resized to.
+    if not (parked(instance) or _profile(instance.flavor) or
+            _profile(migration_flavor(instance))):
+        return
+    client = nc_client.get_client(context)
+    foreign = _foreign(instance, client.get_arqs_for_instance(
+        arq_owner(instance)), _hostnames(instance))
+    if foreign:
+        try:
+            client.delete_arqs_strictly(foreign)
+        except exception.CyborgError:
+            remember_retired(instance, foreign)
+            raise
+        LOG.info('Deleted the accelerator requests %s of the destination',
+                 ','.join(foreign), instance=instance)
     unpark(virtapi, context, instance)

@@ -247,10 +247,12 @@ def confirm_move(context, instance):
 
 def revert_at_destination(context, instance, migration, driver=None):
     """Called by ``ComputeManager.revert_resize()`` on the destination
-    before anything there is torn down: the destination's ARQs go (a
-    guest with a vGPU powered off first, with the virt ``driver``).
+    before anything there is torn down: checks that Cyborg answers. The
+    destination's ARQs stay Bound under its guest (``driver`` is unused);
+    the source deletes them once the guest is destroyed
+    (:func:`rebind_at_source`).
 
-    :returns: False if they could not be deleted: the revert returns at
+    :returns: False if Cyborg could not be reached: the revert returns at
         once, nothing changed, the server still in VERIFY_RESIZE on the
         destination and its migration ``finished``, so that the revert can
         be asked for again (:func:`nova_cyborg.move.revert_at_destination`).
@@ -261,7 +263,9 @@ def revert_at_destination(context, instance, migration, driver=None):
 
 def rebind_at_source(virtapi, context, instance):
     """Called by ``ComputeManager._finish_revert_resize()`` on the source
-    before the guest is rebuilt: the parked ARQs are bound again.
+    before the guest is rebuilt, after the destination destroyed its
+    guest: the destination's ARQs are deleted, then the parked ones bound
+    again.
     """
     move.rebind_at_source(virtapi, context, instance)
 

@@ -242,9 +242,9 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         self._migrate_server(self.server)
         new = self.assert_verify_resize('compute2', old)
         with fixtures.MockPatch(
-                'nova_cyborg.client.CyborgClient.delete_arqs_for_instance',
+                'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
                 side_effect=nc_exception.CyborgError(
-                    op='delete', msg='injected', status=503)):
+                    op='get', msg='injected', status=503)):
             self.api.post_server_action(self.server['id'],
                                         {'revertResize': None})
             event = self._wait_for_instance_action_event(

@@ -13,7 +13,6 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_cyborg import client
 from nova_cyborg import exception
 from nova_cyborg import move
-from nova_cyborg.virt import guard
 
 DP = 'accel:device_profile'
 PARKED = move.PARKED_PREFIX
@@ -504,18 +503,26 @@ class ConfirmTest(MoveTestBase):
 
 class RevertTest(MoveTestBase):
 
-    def test_at_destination_deletes_instance_arqs(self):
-        move.revert_at_destination(self.context, self.instance)
-        self.cyclient.delete_arqs_for_instance.assert_called_once_with(
+    def test_at_destination_deletes_nothing(self):
+        # The destination's ARQs stay Bound under its guest until the
+        # guest is destroyed: the source deletes them (rebind_at_source).
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance, mock.Mock()))
+        self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
+        self.cyclient.delete_arqs_for_instance.assert_not_called()
+        self.cyclient.delete_arqs_strictly.assert_not_called()
+        self.cyclient.unbind_arqs.assert_not_called()
 
     def test_at_destination_from_flavor_without_profile(self):
         # Resized from a flavor with a profile to one without.
         self.instance.flavor = _flavor()
         self.instance.system_metadata = dict(SOURCE_PARKED)
-        move.revert_at_destination(self.context, self.instance)
-        self.cyclient.delete_arqs_for_instance.assert_called_once_with(
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance))
+        self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
+        self.cyclient.delete_arqs_for_instance.assert_not_called()
         self.assertEqual(SOURCE_PARKED, self.meta())
 
     def test_at_destination_without_accelerators(self):
@@ -523,9 +530,9 @@ class RevertTest(MoveTestBase):
         move.revert_at_destination(self.context, self.instance)
         self.get_client.assert_not_called()
 
-    def test_at_destination_failure_leaves_the_revert_retriable(self):
-        self.cyclient.delete_arqs_for_instance.side_effect = (
-            exception.CyborgError(op='delete', msg='unreachable'))
+    def test_at_destination_cyborg_down_leaves_the_revert_retriable(self):
+        self.cyclient.get_arqs_for_instance.side_effect = (
+            exception.CyborgError(op='get', msg='unreachable'))
         migration = mock.Mock(status='reverting')
         self.instance.task_state = 'resize_reverting'
         with mock.patch.object(objects.InstanceActionEvent,
@@ -545,106 +552,63 @@ class RevertTest(MoveTestBase):
         message = failed.call_args[1]['exc_val']
         self.assertIn('unreachable', message)
         self.assertIn('Nothing was changed', message)
-
-    def test_at_destination_goes_on(self):
-        self.assertTrue(move.revert_at_destination(
-            self.context, self.instance, mock.Mock()))
-
-    def _arqs(self, handle_type):
-        self.cyclient.get_arqs_for_instance.return_value = [
-            {'uuid': uuids.a0, 'attach_handle_type': handle_type}]
-
-    def _driver(self, active=True):
-        driver = mock.Mock()
-        guest = driver._host.get_guest.return_value
-        guest.is_active.return_value = active
-        return driver, guest
-
-    def test_vgpu_guest_powered_off_before_the_delete(self):
-        # A running guest holds its mdev: Cyborg's delete (the sidecar's
-        # removal) would fail under it.
-        self._arqs('MDEV')
-        driver, guest = self._driver()
-        order = mock.Mock()
-        order.attach_mock(guest.poweroff, 'poweroff')
-        order.attach_mock(self.cyclient.delete_arqs_for_instance, 'delete')
-        self.assertTrue(move.revert_at_destination(
-            self.context, self.instance, mock.Mock(), driver))
-        self.assertEqual([mock.call.poweroff(), mock.call.delete(uuids.inst)],
-                         order.mock_calls)
-        guest.launch.assert_not_called()
-
-    def test_vgpu_guest_started_again_when_the_arqs_stay(self):
-        self._arqs('MDEV')
-        self.cyclient.delete_arqs_for_instance.side_effect = (
-            exception.CyborgError(op='delete', msg='unreachable'))
-        driver, guest = self._driver()
-        # Started through the guard, as every start: with the devices of
-        # the ARQs still Bound here.
-        with mock.patch.object(move, '_record_failure'), \
-                mock.patch('nova_cyborg.virt.guard.checked_guest',
-                           side_effect=lambda d, c, i, g: g) as checked:
-            self.assertFalse(move.revert_at_destination(
-                self.context, self.instance, mock.Mock(), driver))
-        guest.poweroff.assert_called_once_with()
-        checked.assert_called_once_with(driver, self.context, self.instance,
-                                        guest)
-        guest.launch.assert_called_once_with()
-
-    def test_vgpu_guest_left_off_when_its_devices_cannot_be_checked(self):
-        self._arqs('MDEV')
-        self.cyclient.delete_arqs_for_instance.side_effect = (
-            exception.CyborgError(op='delete', msg='unreachable'))
-        driver, guest = self._driver()
-        with mock.patch.object(move, '_record_failure'), \
-                mock.patch('nova_cyborg.virt.guard.checked_guest',
-                           side_effect=guard.GuestDevicesUnchecked(
-                               reason='Cyborg unreachable')):
-            self.assertFalse(move.revert_at_destination(
-                self.context, self.instance, mock.Mock(), driver))
-        guest.poweroff.assert_called_once_with()
-        guest.launch.assert_not_called()
-
-    def test_pci_guest_left_running(self):
-        # A VF's unbind needs nothing of the guest: it is destroyed by the
-        # revert itself, after the delete.
-        self._arqs('PCI')
-        driver, guest = self._driver()
-        self.assertTrue(move.revert_at_destination(
-            self.context, self.instance, mock.Mock(), driver))
-        guest.poweroff.assert_not_called()
-
-    def test_stopped_vgpu_guest_not_started(self):
-        self._arqs('MDEV')
-        self.cyclient.delete_arqs_for_instance.side_effect = (
-            exception.CyborgError(op='delete', msg='unreachable'))
-        driver, guest = self._driver(active=False)
-        with mock.patch.object(move, '_record_failure'):
-            self.assertFalse(move.revert_at_destination(
-                self.context, self.instance, mock.Mock(), driver))
-        guest.poweroff.assert_not_called()
-        guest.launch.assert_not_called()
-
-    def test_cyborg_unreachable_before_anything_is_stopped(self):
-        self.cyclient.get_arqs_for_instance.side_effect = (
-            exception.CyborgError(op='get', msg='unreachable'))
-        driver, guest = self._driver()
-        with mock.patch.object(move, '_record_failure'):
-            self.assertFalse(move.revert_at_destination(
-                self.context, self.instance, mock.Mock(), driver))
-        guest.poweroff.assert_not_called()
         self.cyclient.delete_arqs_for_instance.assert_not_called()
 
-    def test_rebind_at_source(self):
+    def test_at_destination_leaves_the_guest_alone(self):
+        # A vGPU guest is no longer powered off here: its mdevs go with
+        # its ARQs only once the destination destroyed it.
+        driver = mock.Mock()
+        self.cyclient.get_arqs_for_instance.return_value = [
+            {'uuid': uuids.b0, 'attach_handle_type': 'MDEV',
+             'hostname': 'dest-node', 'state': 'Bound'}]
+        self.assertTrue(move.revert_at_destination(
+            self.context, self.instance, mock.Mock(), driver))
+        self.assertEqual([], driver.mock_calls)
+
+    def _at_source(self):
+        """The instance as _finish_revert_resize() has it: on the source
+        again, the destination's ARQs still bound there."""
         self.instance.system_metadata = dict(SOURCE_PARKED, other='kept')
+        self.cyclient.get_arqs_for_instance.return_value = [
+            dict(NEW[0], state='Bound', hostname='dest-node'),
+            dict(NEW[1], state='Bound', hostname='dest-node')]
+
+    def test_rebind_at_source_deletes_the_destination_first(self):
+        self._at_source()
         move.rebind_at_source(self.virtapi, self.context, self.instance)
         self.assertEqual([
+            mock.call.cyborg.get_arqs_for_instance(uuids.inst),
+            mock.call.cyborg.delete_arqs_strictly([uuids.b0, uuids.b1]),
             mock.call.cyborg.bind_arqs(PARKED_BINDINGS),
             mock.call.get_bound_arqs(self.virtapi, self.context,
                                      self.instance, [uuids.a0, uuids.a1]),
             mock.call.save(),
         ], self.calls.mock_calls)
         self.assertEqual({'other': 'kept'}, self.meta())
+
+    def test_rebind_at_source_delete_failure_keeps_parked(self):
+        # Cyborg would refuse the bind next to the destination's ARQs:
+        # the revert fails, those remembered, the source's still parked.
+        self._at_source()
+        self.cyclient.delete_arqs_strictly.side_effect = (
+            exception.CyborgError(op='delete', msg='unreachable'))
+        self.assertRaises(exception.CyborgError, move.rebind_at_source,
+                          self.virtapi, self.context, self.instance)
+        self.cyclient.bind_arqs.assert_not_called()
+        meta = self.meta()
+        self.assertEqual(SOURCE_PARKED['%s0' % PARKED], meta[PARKED + '0'])
+        self.assertEqual({uuids.b0, uuids.b1},
+                         {v for k, v in meta.items()
+                          if k.startswith(RETIRED)})
+
+    def test_rebind_at_source_keeps_the_source_bound_ones(self):
+        # Nothing of the destination left (deleted by an earlier try):
+        # only the parked ARQs are bound.
+        self.instance.system_metadata = dict(SOURCE_PARKED)
+        self.cyclient.get_arqs_for_instance.return_value = []
+        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        self.cyclient.delete_arqs_strictly.assert_not_called()
+        self.cyclient.bind_arqs.assert_called_once_with(PARKED_BINDINGS)
 
     def test_rebind_at_source_failure_keeps_parked(self):
         self.instance.system_metadata = dict(SOURCE_PARKED)
@@ -658,6 +622,11 @@ class RevertTest(MoveTestBase):
         move.rebind_at_source(self.virtapi, self.context, self.instance)
         self.cyclient.bind_arqs.assert_not_called()
         self.get_bound.assert_not_called()
+
+    def test_rebind_at_source_without_accelerators(self):
+        self.instance.flavor = _flavor()
+        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        self.get_client.assert_not_called()
 
 
 class UndoSwapTest(MoveTestBase):
