@@ -14,6 +14,8 @@ VGPUHosts`).
 from tests.functional import base  # noqa: F401,I100
 
 import fixtures  # noqa: E402
+from nova import exception as nova_exception  # noqa: E402
+from nova.network import neutron  # noqa: E402
 
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_live_migration as tlm  # noqa: E402
@@ -74,3 +76,50 @@ class ColdMigrateVGPUTest(tlm.VGPUHosts):
         self.assertEqual(1, len(self.mdevs(self.src)))
         waits.wait_until(lambda: not self.mdevs(self.dst),
                          'no mdev left on %s' % self.dst)
+
+    def test_revert_failing_on_the_destination_keeps_the_vgpu(self):
+        # Neutron fails while the destination tears down: the server is in
+        # ERROR there, its guest still running with its mdev, whose ARQ
+        # is still Bound there (tests/functional/test_revert_failures.py
+        # for a VF).
+        self.admin_migrates()
+        (arq,) = self.assert_on_host_in_verify_resize()
+        real = neutron.API.setup_networks_on_host
+
+        def setup_networks_on_host(api, context, instance, host=None,
+                                   teardown=False):
+            if teardown and instance.host == self.dst:
+                raise nova_exception.NovaException(
+                    'injected: Neutron unreachable')
+            return real(api, context, instance, host=host,
+                        teardown=teardown)
+
+        with fixtures.MonkeyPatch(
+                'nova.network.neutron.API.setup_networks_on_host',
+                setup_networks_on_host):
+            self.cloud_admin_api.post_server_action(self.server['id'],
+                                                    {'revertResize': None})
+            with self.acting(self.cloud_admin_api):
+                self._wait_for_state_change(self.server, 'ERROR')
+        self.assertTrue(self.runs_domain(self.dst, self.server))
+        self.assertTrue(self.mdev_exists(self.dst, arq['attach_handle_uuid']))
+        self.assertEqual([(arq['uuid'], 'Bound', self.dst)], [
+            (a['uuid'], a['state'], a['hostname'])
+            for a in self.cyborg.list_arqs(self.server['id'])])
+        # The operator's reset-state and hard reboot: the same mdev.
+        self.cloud_admin_api.post_server_action(
+            self.server['id'], {'os-resetState': {'state': 'active'}})
+        with self.acting(self.cloud_admin_api):
+            server = self._wait_for_state_change(self.server, 'ACTIVE')
+            self._reboot_server(server, hard=True)
+        (kept,) = self.assert_on_host(self.server, self.dst, self.src)
+        self.assertEqual(arq['uuid'], kept['uuid'])
+        self.assertTrue(self.mdev_exists(self.dst,
+                                         kept['attach_handle_uuid']))
+
+    def assert_on_host_in_verify_resize(self):
+        """The server's ARQs Bound on the destination."""
+        arqs = [a for a in self.cyborg.list_arqs(self.server['id'])
+                if a['hostname'] == self.dst]
+        self.assertEqual(['Bound'], [a['state'] for a in arqs])
+        return arqs
