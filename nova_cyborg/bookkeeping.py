@@ -56,7 +56,9 @@ def flavor_profile(flavor):
             return None
     except AttributeError:  # not a nova.objects.Flavor
         return None
-    return flavor.extra_specs.get(DP_EXTRA_SPEC)
+    value = flavor.extra_specs.get(DP_EXTRA_SPEC)
+    # An empty value names no profile (the flavor boots as upstream's).
+    return value if isinstance(value, str) and value else None
 
 
 def entries(instance, prefix, load=True):
@@ -123,9 +125,13 @@ def has_accelerators(instance, load=True):
         accelerators a database (or conductor) round trip. The instances
         of nova-compute's init_host (``expected_attrs``), and those the API
         loads (``compute.api.API.get`` adds ``system_metadata``) and sends
-        to the conductor and the computes, all have it.
+        to the conductor and the computes, all have it. Nor is the flavor
+        loaded then: nova-api loads it for every server action it checks
+        (``block_accelerators``), before the conductor gets the server.
     """
-    return bool(flavor_profile(instance.flavor) or
+    flavor = (instance.flavor if load or instance.obj_attr_is_set('flavor')
+              else None)
+    return bool(flavor_profile(flavor) or
                 entries(instance, ATTACHED_PREFIX, load))
 
 

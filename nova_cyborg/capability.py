@@ -168,7 +168,9 @@ def require_for(request_spec, instance, operation):
         :func:`needed`.
     :returns: True if a trait was required.
     """
-    if not bookkeeping.has_accelerators(instance):
+    # The conductor's instance comes from nova-api with its system
+    # metadata loaded: nothing to load for a server without accelerators.
+    if not bookkeeping.has_accelerators(instance, load=False):
         return False
     request_spec.root_required.add(needed(operation))
     return True

@@ -65,7 +65,7 @@ def refuse_forced(instance, destination):
     :param destination: the host of a forced live migration, else None.
     :raises: MigrationPreCheckError
     """
-    if destination and bookkeeping.has_accelerators(instance):
+    if destination and bookkeeping.has_accelerators(instance, load=False):
         raise _refused(instance, _(
             'a server with accelerators cannot be live-migrated to a forced '
             'destination host (%s): the scheduler must allocate its devices '
@@ -183,7 +183,7 @@ def bind_destination(context, instance, migration, request_spec):
     :returns: the UUIDs of the bound ARQs ([] for a server without).
     :raises: MigrationPreCheckError saying why, after deleting them.
     """
-    if not bookkeeping.has_accelerators(instance):
+    if not bookkeeping.has_accelerators(instance, load=False):
         return []
     dp_name = bookkeeping.flavor_profile(instance.flavor)
     if not dp_name:

@@ -1,7 +1,15 @@
 """Hooks of ``nova.compute.api`` (patches 0006, 0012 and 0026)."""
 
+import threading
+
 from nova_cyborg import api
 from nova_cyborg import cleanup
+
+#: What :func:`may_have_arqs_before_host` decided for the server the
+#: request's thread deletes: (instance UUID, may hold ARQs). One a thread:
+#: ``API._delete()`` and the ``_local_delete_cleanup()`` it calls run in
+#: the request's thread, and each delete replaces the last.
+_decided = threading.local()
 
 
 def check_operation(operation, instance):
@@ -62,31 +70,37 @@ def may_have_arqs_before_host(instance):
     """Called by ``API._delete()`` (patch 0012) for every delete, with the
     server as nova-api loaded it, before it may be replaced.
 
-    :returns: False only when what is loaded (the flavor, the system
-        metadata) says the server holds no ARQs; then
-        ``_local_delete_cleanup()`` does not call
-        :func:`delete_arqs_before_host`, and a plain server's delete reads
-        nothing more than upstream's. Never queries.
+    Decides from what is loaded (the flavor, the system metadata; never a
+    query) whether the server may hold ARQs, and remembers it for this
+    thread: :func:`delete_arqs_before_host`, which the
+    ``_local_delete_cleanup()`` of the same delete calls, then reads
+    nothing for a plain server, whose delete costs no more than
+    upstream's. Upstream's signatures stay as they are.
     """
-    return cleanup.may_have_arqs_before_host(instance)
+    _decided.value = (instance.uuid,
+                      cleanup.may_have_arqs_before_host(instance))
 
 
 def delete_arqs_before_host(context, instance_uuid):
     """Called by ``API._local_delete_cleanup()`` (patch 0012), which every
     delete of a server that never had a host ends with (the build request
-    deleted, the instance destroyed in its cell, or already gone), when
-    :func:`may_have_arqs_before_host` said the server may hold ARQs.
+    deleted, the instance destroyed in its cell, or already gone).
 
     Deletes the server's ARQs: those the conductor bound before it could
     cast the build (it stopped in between), under the server's UUID or
     alias, and the unbound ones its system metadata names. Upstream frees
-    only the allocation there. Nothing for a server without accelerators.
+    only the allocation there. Nothing, and no query, for a server that
+    :func:`may_have_arqs_before_host` found plain in the same delete.
     Never raises: what Cyborg fails to delete is logged and left for
     ``nova-cyborg-sweep-arqs``.
 
     :param instance_uuid: the server's UUID (the instance row may be
         deleted already, or was never written to a cell).
     """
+    decided = getattr(_decided, 'value', None)
+    _decided.value = None
+    if decided == (instance_uuid, False):
+        return
     cleanup.delete_arqs_before_host(context, instance_uuid)
 
 

@@ -8,6 +8,7 @@ between its source and destination hosts; the live migration hooks
 """
 
 from nova import exception as nova_exception
+from oslo_log import log as logging
 
 from nova_cyborg import bookkeeping
 from nova_cyborg import cleanup
@@ -19,6 +20,8 @@ from nova_cyborg import move
 from nova_cyborg import recovery
 from nova_cyborg import rpc
 from nova_cyborg import stuck_actions
+
+LOG = logging.getLogger(__name__)
 
 
 def endpoints(manager):
@@ -127,10 +130,15 @@ def delete_arqs_of_deleting_instance(context, instance):
     init_host or the reclaim of soft-deleted servers, with its system
     metadata (:func:`nova_cyborg.bookkeeping.has_accelerators`).
     """
-    if not (bookkeeping.has_accelerators(instance, load=False) or
-            bookkeeping.unbound(instance, load=False)):
+    try:
+        needed = (bookkeeping.has_accelerators(instance, load=False) or
+                  bookkeeping.unbound(instance, load=False))
+    except Exception:  # noqa: B902 (a delete never fails here)
+        LOG.exception('Could not read whether the instance has accelerator '
+                      'requests; not deleting any', instance=instance)
         return
-    cleanup.delete_arqs_of_deleting_instance(context, instance)
+    if needed:
+        cleanup.delete_arqs_of_deleting_instance(context, instance)
 
 
 def delete_arqs_of_deleted_instance(context, instance):

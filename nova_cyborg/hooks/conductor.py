@@ -210,8 +210,11 @@ def add_live_migration_profile_groups(context, request_spec, instance):
     compute that serves their live migration (capability 1.1). Nothing for
     a server without accelerators.
     """
-    live_migration.add_profile_groups(context, request_spec,
-                                      instance.flavor)
+    # The request spec's flavor (the instance's, where the spec has none):
+    # nothing is loaded for it.
+    flavor = next((obj.flavor for obj in (request_spec, instance)
+                   if obj.obj_attr_is_set('flavor')), None)
+    live_migration.add_profile_groups(context, request_spec, flavor)
     # Source and destination must serve live migration of accelerators.
     capability.require_for(request_spec, instance, 'live_migrate')
 
@@ -245,5 +248,5 @@ def live_migration_task_rollback(context, instance):
     """Called by ``LiveMigrationTask.rollback()``: the destination's ARQs
     go. Never raises; nothing for a server without accelerators.
     """
-    if bookkeeping.has_accelerators(instance):
+    if bookkeeping.has_accelerators(instance, load=False):
         live_migration.forget_destination(context, instance)
