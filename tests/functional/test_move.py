@@ -26,7 +26,9 @@ TWO_FPGAS = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'},
              {'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
 
-class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
+class TwoHostsBase(test_lifecycle.ServerWithAcceleratorBase):
+    """The owner's server on compute1, compute2 beside it; the moves'
+    checks of where the server's ARQs are Bound."""
 
     def setUp(self):
         super().setUp()
@@ -53,6 +55,9 @@ class MoveTest(test_lifecycle.ServerWithAcceleratorBase):
         """The guest has exactly the VFs of ``arqs`` passed through."""
         self.assertEqual(sorted(self.arq_bdf(arq) for arq in arqs),
                          self.hostdev_bdfs(server))
+
+
+class MoveTest(TwoHostsBase):
 
     def assert_verify_resize(self, dest, old_uuids, n_new=1):
         """In VERIFY_RESIZE: the guest runs on ``dest`` with new ARQs bound

@@ -17,31 +17,10 @@ import fixtures  # noqa: E402
 from nova import exception as nova_exception  # noqa: E402
 from nova.network import neutron  # noqa: E402
 
-from tests.functional import test_lifecycle  # noqa: E402
+from tests.functional import test_move  # noqa: E402
 
 
-class RevertFailingOnDestinationTest(
-        test_lifecycle.ServerWithAcceleratorBase):
-
-    def setUp(self):
-        super().setUp()
-        self.start_accel_compute('compute2')
-        # The harness writes no disks (as test_move.MoveTest).
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver._get_instance_disk_info',
-            return_value=[]))
-        self.useFixture(fixtures.MockPatch('os.rename'))
-
-    def bound_on(self, hostname):
-        """The server's ARQs on ``hostname``: Bound, each to a provider
-        of that host."""
-        rps = set(self.device_rp_uuids(hostname).values())
-        arqs = [arq for arq in self.cyborg.list_arqs(self.server['id'])
-                if arq['hostname'] == hostname]
-        for arq in arqs:
-            self.assertEqual('Bound', arq['state'])
-            self.assertIn(arq['device_rp_uuid'], rps)
-        return arqs
+class RevertFailingOnDestinationTest(test_move.TwoHostsBase):
 
     def assert_kept_on_destination(self, dest_uuids):
         """The guest on compute2 has the VF of its ARQ there, Bound and
