@@ -117,6 +117,9 @@ class BootOverlapTest(base.AcceleratorTestBase):
         waits.wait_until(gone, 'the server deleted while scheduling')
         waits.wait_until(lambda: self.cyborg.list_arqs() == [],
                          'the ARQ created for it deleted')
-        self.assertEqual({}, self.allocations(server['id']))
+        # The conductor frees what the scheduler claimed once it learns
+        # the server is gone, after the API's delete answered.
+        waits.wait_until(lambda: self.allocations(server['id']) == {},
+                         'the allocation the scheduler made freed')
         # The host's VF is free: the next server gets it.
         self.assert_accelerated(self.boot(self.flavor), 1)
