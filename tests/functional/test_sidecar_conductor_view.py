@@ -128,14 +128,17 @@ class ConductorViewTest(test_sidecar.SidecarTestBase):
         self.assert_accelerated(server, 1)
         uuid = self._deployable(self.name)['uuid']
         # The card changes under the server (out of band): the record is
-        # stale, but the server's allocation and ARQ hold the card.
+        # stale, but the server's allocation and ARQ hold the card. The
+        # guest holds the port's function (vfio-pci: dfl-pci's port is
+        # gone from sysfs, sidecar_simulator.kernel), so the sidecar
+        # reports the card as last seen (sidecar.discovery.held) and
+        # cannot see the change yet: nothing is re-registered or repaired.
         self._load_out_of_band(F_B)
         self.sidecars['compute1'].cycle()
         self.assertEqual(self.image_a, self._recorded(self.name))
         self.assertEqual(uuid, self._deployable(self.name)['uuid'])
         view = self.sidecars['compute1'].sidecar.view
         self.assertEqual(0, view.repairs)
-        self.assertIn(self.pf, view.pending())
         self.assertEqual(
             'Bound', self.cyborg.list_arqs(server['id'])[0]['state'])
         # Once the server is gone, the next cycle repairs it.
