@@ -7,8 +7,15 @@ Glance and asks the host's agent (the sidecar) to program the FPGA; the
 sidecar loads it and puts the function's trait on the FPGA's provider.
 Each server must end ACTIVE on an FPGA that holds its own function, as
 Placement (``CUSTOM_FPGA_FUNCTION_ID_<DRIVER>_<FUNCTION>``) and the card
-(the ``afu_id`` of its FPGA region) say, so the two servers are on two
+(the ``afu_id`` of its FPGA port) say, so the two servers are on two
 different FPGAs.
+
+While a guest holds the port's PCI function the host does not see the
+port: libvirt bound the function to ``vfio-pci`` and dfl-pci's remove
+unregistered its region and port (drivers/fpga/dfl-pci.c
+``cci_pci_remove``), as on a real host; the test checks that, and reads
+the port's ``afu_id`` once the server is deleted and dfl-pci has probed
+the function again (the FPGA keeps what it loaded).
 
 Needs ``[nova_cyborg] fpga_sysfs_dir`` (a cloud of simulated hosts whose
 stand-in cards load test bitstreams) and two FPGAs that no other server
@@ -75,24 +82,46 @@ class FpgaProgrammingTest(base.AcceleratorTest):
         waiters.wait_for_image_status(images, image['id'], 'active')
         return image['id']
 
-    def card_function(self, arq):
-        """(attach handle address, afu_id) of the FPGA port behind the
-        ARQ's attach handle, read from its host's sysfs tree: the DFL
-        port under the handle's PCI function (the PF of a one-port card,
-        or the VF a released port is served by;
+    def _function_dir(self, hostname, address):
+        return os.path.join(CONF.nova_cyborg.fpga_sysfs_dir, hostname,
+                            'sys', 'bus', 'pci', 'devices', address)
+
+    def function_driver(self, hostname, address):
+        """The driver the PCI function ``address`` of ``hostname`` is
+        bound to (its ``driver`` link, Documentation/ABI/testing/
+        sysfs-bus-pci), or None."""
+        link = os.path.join(self._function_dir(hostname, address), 'driver')
+        return (os.path.basename(os.readlink(link))
+                if os.path.islink(link) else None)
+
+    def port_afu_ids(self, hostname, address):
+        """The ``afu_id`` of each DFL port the host sees under the PCI
+        function ``address`` (the PF of a one-port card, or the VF a
+        released port is served by;
         Documentation/ABI/testing/sysfs-platform-dfl-port)."""
-        root = os.path.join(CONF.nova_cyborg.fpga_sysfs_dir,
-                            arq['hostname'], 'sys')
-        info = arq['attach_handle_info']
-        address = '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
-        found = glob.glob(os.path.join(root, 'bus', 'pci', 'devices',
-                                       address, 'fpga_region', 'region*',
-                                       'dfl-port.*', 'afu_id'))
-        self.assertEqual(1, len(found), 'The FPGA %s of ARQ %s on %s has '
-                         'one port: %s' % (address, arq['uuid'],
-                                           arq['hostname'], found))
-        with open(found[0]) as f:
-            return address, f.read().strip()
+        found = []
+        for path in sorted(glob.glob(os.path.join(
+                self._function_dir(hostname, address), 'fpga_region',
+                'region*', 'dfl-port.*', 'afu_id'))):
+            with open(path) as f:
+                found.append(f.read().strip().lower())
+        return found
+
+    def wait_for_port_afu_id(self, hostname, address):
+        """The ``afu_id`` of the one port under ``address`` once dfl-pci
+        has it again."""
+        seen = []
+
+        def registered():
+            seen[:] = self.port_afu_ids(hostname, address)
+            return len(seen) == 1
+
+        self.assertTrue(
+            test_utils.call_until_true(registered, CONF.compute.build_timeout,
+                                       1),
+            'The FPGA function %s on %s has one port again once its server '
+            'is gone: %s' % (address, hostname, seen))
+        return seen[0]
 
     def function_traits(self, rp_uuid):
         traits = self.resource_providers_client.list_resource_provider_traits(
@@ -119,21 +148,33 @@ class FpgaProgrammingTest(base.AcceleratorTest):
             self.assertEqual(1, len(arqs), arqs)
             arq = arqs[0]
             traits = self.function_traits(arq['device_rp_uuid'])
-            handle, afu_id = self.card_function(arq)
-            shown = ('server %s (function %s): %s FPGA %s, provider %s; '
-                     'Placement traits %s; the port reports afu_id %s' % (
+            info = arq['attach_handle_info']
+            handle = '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
+            driver = self.function_driver(arq['hostname'], handle)
+            shown = ('server %s (function %s): %s FPGA %s (driver %s), '
+                     'provider %s; Placement traits %s' % (
                          server_id, function_id, arq['hostname'], handle,
-                         arq['device_rp_uuid'], traits, afu_id))
+                         driver, arq['device_rp_uuid'], traits))
             LOG.info(shown)
             self.addDetail('fpga-%s' % server_id,
                            content.text_content(shown))
             self.assertEqual(1, len(traits), shown)
             self.assertTrue(traits[0].endswith('_' + function_id.upper()),
                             shown)
-            self.assertEqual(function_id, afu_id.lower(), shown)
+            # The guest holds the function: the host's dfl-pci let go of
+            # it, and no port of it is in the host's view.
+            self.assertEqual('vfio-pci', driver, shown)
+            self.assertEqual([], self.port_afu_ids(arq['hostname'], handle),
+                             shown)
             ports[(arq['hostname'], handle)] = function_id
         self.assertEqual(2, len(ports), 'Two functions on one FPGA port: '
                          '%s' % ports)
 
         for server_id, _, _ in servers:
             self.delete_server_and_assert_released(server_id)
+        # Given back, each function's port is the host's again, loaded
+        # with the function its server's profile named.
+        for (hostname, handle), function_id in sorted(ports.items()):
+            self.assertEqual(function_id,
+                             self.wait_for_port_afu_id(hostname, handle),
+                             'The FPGA %s on %s' % (handle, hostname))
