@@ -310,41 +310,48 @@ class NvmlHealth:
         """The recovery action and the row remapper's state, where the
         driver and the binding provide them."""
         nvml, found = self.nvml, list(self._state.get(address, ()))
-        field = getattr(nvml, 'NVML_FI_DEV_GET_GPU_RECOVERY_ACTION', None)
-        try:
-            if field is not None:
-                value = nvml.nvmlDeviceGetFieldValues(handle, [field])[0]
-                action = (value.value.uiVal
-                          if value.nvmlReturn == nvml.NVML_SUCCESS else 0)
-                if action:
-                    found.append('NVML recovery action for GPU %s: %s' % (
-                        address, RECOVERY_ACTIONS.get(action, action)))
-        except (nvml.NVMLError_NotSupported,
-                nvml.NVMLError_FunctionNotFound):
-            pass
-        except nvml.NVMLError_GpuIsLost:
-            found.append(LOST % address)
-        except nvml.NVMLError as exc:
-            self._unread.setdefault(address, 'NVML recovery action '
-                                             'unreadable: %s' % exc)
-        try:
+
+        def recovery_action():
+            field = getattr(nvml, 'NVML_FI_DEV_GET_GPU_RECOVERY_ACTION',
+                            None)
+            if field is None:
+                return []
+            value = nvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+            action = (value.value.uiVal
+                      if value.nvmlReturn == nvml.NVML_SUCCESS else 0)
+            return ['NVML recovery action for GPU %s: %s' % (
+                address, RECOVERY_ACTIONS.get(action, action))] if action \
+                else []
+
+        def remapped_rows():
             _corr, _unc, pending, failure = nvml.nvmlDeviceGetRemappedRows(
                 handle)
-            if pending:
-                found.append('GPU %s has a row remapping pending (NVML): '
-                             'it needs a GPU reset' % address)
-            if failure:
-                found.append('GPU %s had a row remapping failure (NVML)'
-                             % address)
+            return (['GPU %s has a row remapping pending (NVML): it needs '
+                     'a GPU reset' % address] if pending else []) + (
+                ['GPU %s had a row remapping failure (NVML)' % address]
+                if failure else [])
+
+        for what, read in (('recovery action', recovery_action),
+                           ('remapped rows', remapped_rows)):
+            found += self._nvml_read(address, 'NVML %s' % what, read)
+        self._state[address] = list(dict.fromkeys(found))
+
+    def _nvml_read(self, address, what, read):
+        """``read()``'s findings; none where the driver or the binding
+        lacks it, the GPU's loss where it fell off the bus, and an
+        unreadable note (``what``) on any other NVML error."""
+        nvml = self.nvml
+        try:
+            return read()
         except (nvml.NVMLError_NotSupported,
                 nvml.NVMLError_FunctionNotFound):
-            pass
+            return []
         except nvml.NVMLError_GpuIsLost:
-            found.append(LOST % address)
+            return [LOST % address]
         except nvml.NVMLError as exc:
-            self._unread.setdefault(address, 'NVML remapped rows '
-                                             'unreadable: %s' % exc)
-        self._state[address] = list(dict.fromkeys(found))
+            self._unread.setdefault(address, '%s unreadable: %s' % (
+                what, exc))
+            return []
 
     def _read_ecc(self, address, handle):
         nvml = self.nvml

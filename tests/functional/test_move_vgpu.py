@@ -14,9 +14,8 @@ VGPUHosts`).
 from tests.functional import base  # noqa: F401,I100
 
 import fixtures  # noqa: E402
-from nova import exception as nova_exception  # noqa: E402
-from nova.network import neutron  # noqa: E402
 
+from tests.functional.harness import neutron_faults  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_live_migration as tlm  # noqa: E402
 
@@ -84,19 +83,7 @@ class ColdMigrateVGPUTest(tlm.VGPUHosts):
         # for a VF).
         self.admin_migrates()
         (arq,) = self.assert_on_host_in_verify_resize()
-        real = neutron.API.setup_networks_on_host
-
-        def setup_networks_on_host(api, context, instance, host=None,
-                                   teardown=False):
-            if teardown and instance.host == self.dst:
-                raise nova_exception.NovaException(
-                    'injected: Neutron unreachable')
-            return real(api, context, instance, host=host,
-                        teardown=teardown)
-
-        with fixtures.MonkeyPatch(
-                'nova.network.neutron.API.setup_networks_on_host',
-                setup_networks_on_host):
+        with neutron_faults.TeardownFails(self.dst):
             self.cloud_admin_api.post_server_action(self.server['id'],
                                                     {'revertResize': None})
             with self.acting(self.cloud_admin_api):

@@ -13,10 +13,8 @@ rebuild the guest there with the same device.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import base  # noqa: F401,I100
 
-import fixtures  # noqa: E402
-from nova import exception as nova_exception  # noqa: E402
-from nova.network import neutron  # noqa: E402
 
+from tests.functional.harness import neutron_faults  # noqa: E402
 from tests.functional import test_move  # noqa: E402
 
 
@@ -41,25 +39,11 @@ class RevertFailingOnDestinationTest(test_move.TwoHostsBase):
         dest = [a['uuid'] for a in self.bound_on('compute2')]
         self.assertEqual(1, len(dest))
 
-        real = neutron.API.setup_networks_on_host
-        torn_down = []
-
-        def setup_networks_on_host(api, context, instance, host=None,
-                                   teardown=False):
-            if teardown and instance.host == 'compute2':
-                torn_down.append(instance.uuid)
-                raise nova_exception.NovaException(
-                    'injected: Neutron unreachable')
-            return real(api, context, instance, host=host,
-                        teardown=teardown)
-
-        with fixtures.MonkeyPatch(
-                'nova.network.neutron.API.setup_networks_on_host',
-                setup_networks_on_host):
+        with neutron_faults.TeardownFails('compute2') as failing:
             self.api.post_server_action(self.server['id'],
                                         {'revertResize': None})
             self._wait_for_state_change(self.server, 'ERROR')
-        self.assertEqual([self.server['id']], torn_down)
+        self.assertEqual([self.server['id']], failing.torn_down)
         # ERROR on compute2, the guest still running there with its VF,
         # whose ARQ is still Bound and allocated to the server; the
         # source's ARQ still parked.

@@ -81,38 +81,55 @@ def write_exclude_list(differences, path):
                                    reason.replace('#', '')))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def argument_parser(description, full_scope):
+    """The arguments both runners take (run_functional.py adds its own)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument('--work-dir', required=True,
                         help="Where stestr keeps its repository.")
     parser.add_argument('--concurrency', type=int, default=2)
     parser.add_argument('--full', action='store_true',
-                        help='The whole scope (full-scope.txt), not the '
-                             'CI subset.')
+                        help='The whole scope (%s), not the CI subset.'
+                             % os.path.basename(full_scope))
     parser.add_argument('--no-exclude', action='store_true',
                         help='Run the expected differences too.')
     parser.add_argument('regexes', nargs='*',
                         help='Test regexes: replace the scope.')
-    args = parser.parse_args(argv)
+    return parser
 
-    differences = read_differences(EXPECTED)
-    site = nova_site_packages()
+
+def stestr_command(args, site, test_path, differences, ci_subset,
+                   full_scope):
+    """The work directory (made, with stestr's repository and the
+    exclude list of ``differences`` in it) and stestr's run command."""
     work_dir = os.path.abspath(args.work_dir)
     os.makedirs(work_dir, exist_ok=True)
     exclude_list = os.path.join(work_dir, 'exclude-list.txt')
-    write_exclude_list([] if args.no_exclude else differences, exclude_list)
-
-    cmd = [sys.executable, '-m', 'stestr',
-           '--test-path', os.path.join(site, 'nova', 'tests', 'unit'),
-           '--top-dir', site,
-           'run', '--concurrency', str(args.concurrency),
-           '--exclude-list', exclude_list]
+    write_exclude_list(differences, exclude_list)
+    stestr = [sys.executable, '-m', 'stestr']
+    if not os.path.isdir(os.path.join(work_dir, '.stestr')):
+        subprocess.check_call(
+            stestr + ['--test-path', test_path, '--top-dir', site, 'init'],
+            cwd=work_dir, stdout=subprocess.DEVNULL)
+    cmd = stestr + ['--test-path', test_path, '--top-dir', site,
+                    'run', '--concurrency', str(args.concurrency),
+                    '--exclude-list', exclude_list]
     if args.regexes:
         cmd += args.regexes
     else:
-        cmd += ['--include-list', FULL_SCOPE if args.full else CI_SUBSET]
+        cmd += ['--include-list', full_scope if args.full else ci_subset]
+    return work_dir, cmd
+
+
+def main(argv=None):
+    args = argument_parser(__doc__.splitlines()[0], FULL_SCOPE).parse_args(
+        argv)
+    differences = [] if args.no_exclude else read_differences(EXPECTED)
+    site = nova_site_packages()
+    work_dir, cmd = stestr_command(
+        args, site, os.path.join(site, 'nova', 'tests', 'unit'),
+        differences, CI_SUBSET, FULL_SCOPE)
     print('Nova from %s; %d expected differences excluded%s'
-          % (site, 0 if args.no_exclude else len(differences),
+          % (site, len(differences),
              ' (tests/upstream/expected-differences.txt)'), flush=True)
     print(' '.join(cmd), flush=True)
     return subprocess.call(cmd, cwd=work_dir)

@@ -40,7 +40,6 @@ which content.
 it again afterwards; nothing is excluded then.
 """
 
-import argparse
 import json
 import os
 import pkgutil
@@ -111,44 +110,19 @@ def _patch_tool(command):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--work-dir', required=True,
-                        help="Where stestr keeps its repository.")
-    parser.add_argument('--concurrency', type=int, default=2)
-    parser.add_argument('--full', action='store_true',
-                        help='The whole scope (functional-full-scope.txt), '
-                             'not the CI subset.')
-    parser.add_argument('--no-exclude', action='store_true',
-                        help='Run the expected differences too.')
+    parser = unit_run.argument_parser(__doc__.splitlines()[0], FULL_SCOPE)
     parser.add_argument('--unpatched', action='store_true',
                         help='Revert the series for the run (baseline), '
                              'apply it again afterwards.')
-    parser.add_argument('regexes', nargs='*',
-                        help='Test regexes: replace the scope.')
     args = parser.parse_args(argv)
 
     differences = unit_run.read_differences(EXPECTED)
     if args.no_exclude or args.unpatched:
         differences = []
     site = unit_run.nova_site_packages()
-    work_dir = os.path.abspath(args.work_dir)
-    os.makedirs(work_dir, exist_ok=True)
-    exclude_list = os.path.join(work_dir, 'exclude-list.txt')
-    unit_run.write_exclude_list(differences, exclude_list)
-
-    test_path = os.path.join(site, 'nova', 'tests', 'functional')
-    stestr = [sys.executable, '-m', 'stestr']
-    if not os.path.isdir(os.path.join(work_dir, '.stestr')):
-        subprocess.check_call(
-            stestr + ['--test-path', test_path, '--top-dir', site, 'init'],
-            cwd=work_dir, stdout=subprocess.DEVNULL)
-    cmd = stestr + ['--test-path', test_path, '--top-dir', site,
-                    'run', '--concurrency', str(args.concurrency),
-                    '--exclude-list', exclude_list]
-    if args.regexes:
-        cmd += args.regexes
-    else:
-        cmd += ['--include-list', FULL_SCOPE if args.full else CI_SUBSET]
+    work_dir, cmd = unit_run.stestr_command(
+        args, site, os.path.join(site, 'nova', 'tests', 'functional'),
+        differences, CI_SUBSET, FULL_SCOPE)
     print('Nova from %s (%s); %d expected differences excluded'
           % (site, 'unpatched' if args.unpatched else 'as installed',
              len(differences)), flush=True)
