@@ -75,6 +75,26 @@ def spawn(func, *args):
     return utils.spawn(func, *args)
 
 
+def spawn_long_task(manager, task_name, instance, context, func, *args):
+    """Run ``func(*args)`` on nova-compute's long-task pool, where Nova
+    runs builds and snapshots, and return: the RPC thread that received
+    the cast is free again at once.
+
+    Nova 34 records the task (``_start_recorded_task``) so that a graceful
+    shutdown waits for it; Nova 33 has the manager's own long-task
+    executor (``utils.spawn_on``).
+
+    :returns: a futurist Future.
+    """
+    factory = _thread_pool_factory()
+    if factory is not None:
+        return manager._start_recorded_task(
+            factory.ExecutorType.LONG_TASK, task_name, instance, context,
+            func, *args)
+    from nova import utils
+    return utils.spawn_on(manager._long_task_executor, func, *args)
+
+
 def warn_if_nova_managed(driver, attach_handle_info):
     """Nova's warning for a GPU both Cyborg and Nova's ``[mdev_*]``
     configuration manage, where the driver has it (Nova 34)."""

@@ -39,6 +39,15 @@ cleared state); one nothing clears (the cast lost, the conductor away too
 long) is cleared by nova-compute's periodic task
 (:mod:`nova_cyborg.stuck_actions`).
 
+nova-compute's handler returns at once: the work runs on Nova's
+long-task pool, as builds and snapshots do (binding and the guest's hot
+plug may take up to ``[DEFAULT] arq_binding_timeout`` under the server's
+lock, which must not hold a thread that answers RPC). A cast that arrives
+after a later action of the server began (its task state cleared meanwhile
+by the periodic task, another action accepted) is stale: nova-compute
+refuses it by its request id (:func:`current`), leaving the later action
+alone.
+
 The two values are members of Nova's ``InstanceTaskState`` enum through
 patch 0025, so a deployment that sends versioned ``instance.update``
 notifications on task state changes (``[notifications]
@@ -53,13 +62,16 @@ import threading
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import utils as compute_utils
 from nova import exception_wrapper
+from nova import objects
 from nova.objects import base as objects_base
 from nova import rpc as nova_rpc
 from nova import utils as nova_utils
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 import nova.conf
 
+from nova_cyborg import compat
 from nova_cyborg import conf as nc_conf  # noqa: F401 (registers options)
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
@@ -108,6 +120,7 @@ def refuse_unpluggable(arqs):
 
 
 CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'nova_cyborg'
 #: Every version of the namespace, oldest first, with what it adds. A
@@ -251,6 +264,24 @@ def endpoints(manager):
     return [AcceleratorEndpoint(manager)]
 
 
+def current(context, instance):
+    """Whether the request of ``context`` is the server's latest action.
+
+    nova-api records the action (with the request's id) as it sets the
+    task state and casts; the cast carries the same request id. A cast
+    that arrives after a later action began (its server's task state
+    cleared meanwhile by nova-compute's periodic task, then another
+    action accepted) is stale: it must not act on that action's task
+    state. Without a request id (an internal caller) it is current.
+    """
+    request_id = getattr(context, 'request_id', None)
+    if not request_id:
+        return True
+    latest = objects.InstanceActionList.get_by_instance_uuid(
+        context, instance.uuid, limit=1)
+    return bool(latest) and latest[0].request_id == request_id
+
+
 def _ended(handler):
     """The action ends, whatever fails in its handler.
 
@@ -268,6 +299,40 @@ def _ended(handler):
     return wrapper
 
 
+class _Actions(object):
+    """The work of the accelerator actions, on nova-compute's long-task
+    pool. The methods keep the RPC methods' names: Nova names the
+    instance action's event (``compute_add_accelerator``) and the error
+    notification after them."""
+
+    def __init__(self, manager):
+        self.manager = manager
+        self.host = manager.host
+
+    @_wrap_exception()
+    @_ended
+    @compute_utils.wrap_instance_event(prefix='compute')
+    def add_accelerator(self, context, instance, device_profile):
+        from nova_cyborg import attach as nc_attach
+
+        @nova_utils.synchronized(instance.uuid)
+        def do_add_accelerator():
+            nc_attach.add(self.manager, context, instance, device_profile)
+        _faulted(context, instance, do_add_accelerator)
+
+    @_wrap_exception()
+    @_ended
+    @compute_utils.wrap_instance_event(prefix='compute')
+    def remove_accelerator(self, context, instance, device_profile):
+        from nova_cyborg import attach as nc_attach
+
+        @nova_utils.synchronized(instance.uuid)
+        def do_remove_accelerator():
+            nc_attach.remove(self.manager, context, instance,
+                             device_profile)
+        _faulted(context, instance, do_remove_accelerator)
+
+
 class AcceleratorEndpoint(object):
     """nova-compute's endpoint of the accelerator actions."""
 
@@ -276,6 +341,7 @@ class AcceleratorEndpoint(object):
     def __init__(self, manager):
         self.manager = manager
         self.host = manager.host
+        self._actions = _Actions(manager)
 
     def version(self, context):
         """The version of the namespace this compute serves.
@@ -288,35 +354,37 @@ class AcceleratorEndpoint(object):
         stuck_actions.announce(self.manager)
         return VERSION
 
-    @_wrap_exception()
-    @_ended
-    @compute_utils.wrap_instance_event(prefix='compute')
     def add_accelerator(self, context, instance, device_profile):
-        from nova_cyborg import attach as nc_attach
+        self._start(ADD_METHOD, context, instance, device_profile)
 
-        @nova_utils.synchronized(instance.uuid)
-        def do_add_accelerator():
-            nc_attach.add(self.manager, context, instance, device_profile)
-        self._faulted(context, instance, do_add_accelerator)
-
-    @_wrap_exception()
-    @_ended
-    @compute_utils.wrap_instance_event(prefix='compute')
     def remove_accelerator(self, context, instance, device_profile):
-        from nova_cyborg import attach as nc_attach
+        self._start(REMOVE_METHOD, context, instance, device_profile)
 
-        @nova_utils.synchronized(instance.uuid)
-        def do_remove_accelerator():
-            nc_attach.remove(self.manager, context, instance,
-                             device_profile)
-        self._faulted(context, instance, do_remove_accelerator)
+    def _start(self, method, context, instance, device_profile):
+        """Hand the action to the long-task pool, unless its cast is
+        stale (:func:`current`): binding and the guest's hot plug may take
+        up to ``[DEFAULT] arq_binding_timeout`` under the server's lock,
+        which must not hold one of the threads that answer RPC (nova-api's
+        version call among them)."""
+        if not current(context, instance):
+            LOG.warning('Ignoring %(method)s of request %(request)s: the '
+                        'server has had a later action since (its task '
+                        'state is not this request\'s to change)',
+                        {'method': method,
+                         'request': getattr(context, 'request_id', None)},
+                        instance=instance)
+            return
+        compat.spawn_long_task(
+            self.manager, method, instance, context,
+            getattr(self._actions, method), context, instance,
+            device_profile)
 
-    @staticmethod
-    def _faulted(context, instance, work):
-        """Record a failure as an instance fault, as wrap_instance_fault."""
-        try:
-            work()
-        except Exception as e:  # noqa: B902 (recorded, then raised)
-            compute_utils.add_instance_fault_from_exc(
-                context, instance, e, sys.exc_info())
-            raise
+
+def _faulted(context, instance, work):
+    """Record a failure as an instance fault, as wrap_instance_fault."""
+    try:
+        work()
+    except Exception as e:  # noqa: B902 (recorded, then raised)
+        compute_utils.add_instance_fault_from_exc(
+            context, instance, e, sys.exc_info())
+        raise

@@ -131,6 +131,60 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         waits.wait_until(ended, 'the periodic task ended the action')
         self.assert_usable_without_accelerator()
 
+    def test_stale_cast_is_refused(self):
+        # The first addAccelerator's cast is held back (a slow broker),
+        # the periodic task ends that action, the owner asks again and
+        # that cast is held too; then the first cast arrives. It must not
+        # act on the second request's task state: nova-compute refuses it
+        # by its request id, and the second cast attaches the device.
+        self.flags(stuck_accelerator_action_timeout=1, group='nova_cyborg')
+        real = rpc.cast
+        held = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.rpc.cast',
+            lambda *args, **kwargs: held.append((args, kwargs))))
+        self.owner_acts('addAccelerator', self.dp)
+
+        def ended():
+            self.run_periodic_task()
+            return self.task_state() is None
+        waits.wait_until(ended, 'the periodic task ended the first action')
+        self.owner_acts('addAccelerator', self.dp)
+        self.assertEqual(2, len(held))
+        self.assertEqual('adding_accelerator', self.task_state())
+        first, second = [args[0].request_id for args, _kw in held]
+
+        with fixtures.MockPatchObject(rpc.LOG, 'warning') as warning:
+            real(*held[0][0], **held[0][1])
+            waits.wait_until(lambda: warning.mock.called,
+                             'nova-compute refused the stale cast')
+        self.assertIn(first, str(warning.mock.call_args))
+        # Untouched: the second action's task state, nothing attached.
+        self.assertEqual('adding_accelerator', self.task_state())
+        self.assertEqual([], self.cyborg.list_arqs(self.server['id']))
+
+        real(*held[1][0], **held[1][1])
+        self._wait_for_instance_action_event(
+            self.server, 'addAccelerator', 'compute_add_accelerator',
+            'Success')
+        waits.wait_until(lambda: self.task_state() is None,
+                         'the second action ended')
+        with self.acting(self.cloud_admin_api):
+            self.assert_owner_has_devices(self.server, 'compute1', 1)
+        # The first action has no event from nova-compute; the second
+        # has its success.
+        events = {
+            action['request_id']: [
+                e['event'] for e in self.cloud_admin_api.api_get(
+                    '/servers/%s/os-instance-actions/%s' % (
+                        self.server['id'], action['request_id'])
+                ).body['instanceAction']['events']]
+            for action in self.cloud_admin_api.get_instance_actions(
+                self.server['id'])
+            if action['action'] == 'addAccelerator'}
+        self.assertEqual({first: [], second: ['compute_add_accelerator']},
+                         events)
+
     def test_action_under_way_is_left_alone(self):
         # A handler that runs (here waiting for the instance's lock) is not
         # ended by the periodic task, however old its task state.

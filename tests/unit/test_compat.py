@@ -43,6 +43,32 @@ class SpawnTest(testtools.TestCase):
         self.assertIs(spawn.return_value, compat.spawn(len, 'abc'))
         spawn.assert_called_once_with(len, 'abc')
 
+    def test_long_task_recorded_on_nova_34(self):
+        # Nova 34: the long-task pool, and the task recorded so that a
+        # graceful shutdown waits for it, as a snapshot is.
+        factory = mock.Mock()
+        self.useFixture(fixtures.MockPatchObject(
+            compat, '_module', return_value=factory))
+        manager = mock.Mock()
+        future = compat.spawn_long_task(manager, 'add_accelerator',
+                                        'instance', 'context', len, 'abc')
+        manager._start_recorded_task.assert_called_once_with(
+            factory.ExecutorType.LONG_TASK, 'add_accelerator', 'instance',
+            'context', len, 'abc')
+        self.assertIs(manager._start_recorded_task.return_value, future)
+
+    def test_long_task_on_the_managers_executor_on_nova_33(self):
+        self.useFixture(fixtures.MockPatchObject(
+            compat, '_module', return_value=None))
+        spawn_on = self.useFixture(fixtures.MockPatch(
+            'nova.utils.spawn_on', create=True)).mock
+        manager = mock.Mock(spec=['_long_task_executor'])
+        future = compat.spawn_long_task(manager, 'add_accelerator',
+                                        'instance', 'context', len, 'abc')
+        spawn_on.assert_called_once_with(manager._long_task_executor, len,
+                                         'abc')
+        self.assertIs(spawn_on.return_value, future)
+
     def test_missing_module_is_none(self):
         self.assertIsNone(compat._module('nova.no_such_module_here'))
 

@@ -3,6 +3,7 @@
 
 from unittest import mock
 
+import fixtures
 from nova import context as nova_context
 from nova import objects
 from nova import rpc as nova_rpc
@@ -155,3 +156,76 @@ class CheckComputeTest(test.NoDBTestCase):
         with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}):
             with testtools.ExpectedException(messaging.RPCVersionCapError):
                 rpc.cast(self.context, instance, rpc.ADD_METHOD, 'dp', '1.0')
+
+
+class EndpointTest(test.TestCase):
+    """nova-compute's handlers: the work on the long-task pool, a stale
+    cast refused by its request id."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+        self.instance = objects.Instance(
+            self.context, uuid=uuids.server, host='compute1',
+            project_id=self.context.project_id,
+            user_id=self.context.user_id, vm_state='active',
+            task_state=rpc.ADDING)
+        self.instance.create()
+        self.manager = mock.Mock(host='compute1')
+        self.endpoint = rpc.AcceleratorEndpoint(self.manager)
+        self.spawn = self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.compat.spawn_long_task')).mock
+
+    def action(self, request_id):
+        context = self.context.elevated()
+        context.request_id = request_id
+        objects.InstanceAction.action_start(
+            context, self.instance.uuid, 'addAccelerator',
+            want_result=False)
+        return context
+
+    def test_work_goes_to_the_long_task_pool(self):
+        context = self.action('req-' + uuids.first)
+        self.assertIsNone(self.endpoint.add_accelerator(
+            context, self.instance, 'dp'))
+        self.spawn.assert_called_once_with(
+            self.manager, rpc.ADD_METHOD, self.instance, context,
+            self.endpoint._actions.add_accelerator, context, self.instance,
+            'dp')
+        # The event of the action is named after the RPC method.
+        self.assertEqual(rpc.ADD_METHOD,
+                         self.endpoint._actions.add_accelerator.__name__)
+
+    def test_remove_goes_to_the_long_task_pool(self):
+        context = self.action('req-' + uuids.first)
+        self.endpoint.remove_accelerator(context, self.instance, 'dp')
+        self.assertEqual(
+            (rpc.REMOVE_METHOD, self.endpoint._actions.remove_accelerator),
+            (self.spawn.call_args[0][1], self.spawn.call_args[0][4]))
+
+    def test_stale_cast_is_refused(self):
+        # The first request's cast comes late: its task state was cleared
+        # (the periodic task) and a second action began meanwhile.
+        stale = self.action('req-' + uuids.first)
+        self.action('req-' + uuids.second)
+        with mock.patch.object(rpc.LOG, 'warning') as warning:
+            self.endpoint.add_accelerator(stale, self.instance, 'dp')
+        self.spawn.assert_not_called()
+        self.assertIn('req-' + uuids.first, str(warning.call_args))
+        self.assertEqual(rpc.ADDING, objects.Instance.get_by_uuid(
+            self.context, self.instance.uuid).task_state)
+
+    def test_latest_request_is_current(self):
+        self.action('req-' + uuids.first)
+        latest = self.action('req-' + uuids.second)
+        self.assertTrue(rpc.current(latest, self.instance))
+
+    def test_no_recorded_action_is_not_current(self):
+        context = self.context.elevated()
+        context.request_id = 'req-' + uuids.nothing
+        self.assertFalse(rpc.current(context, self.instance))
+
+    def test_without_request_id_is_current(self):
+        context = self.context.elevated()
+        context.request_id = None
+        self.assertTrue(rpc.current(context, self.instance))
