@@ -37,6 +37,23 @@ the VF with one port in it (dfl-pci.c ``cci_enumerate_feature_devs``,
 Documentation/fpga/dfl.rst "Device Feature List (DFL) Framework
 Overview" / "Add new FIUs support" / virtualization section). VF *i*
 serves port *i* here.
+
+The ``n6000-ofs`` and ``n6001-ofs`` profiles are the Intel N6000/N6001
+as Open FPGA Stack (OFS) builds them, with no port release: PF0
+(8086:bcce, subsystem 8086:1770 or 8086:1771: dfl-pci.c
+``PCIE_DEVICE_ID_INTEL_DFL``, ``PCIE_SUBDEVICE_ID_INTEL_N6000``,
+``PCIE_SUBDEVICE_ID_INTEL_N6001``) has the FME, the PR slot's one PR
+region and the slot's port under its base region, as a card without
+SR-IOV; its SR-IOV VFs (8086:bccf, ``PCIE_DEVICE_ID_INTEL_DFL_VF``, same
+subsystem ids) carry the slot's AFU, each a part of it (the OFS FIM's
+PF/VF mux: "FPGA Interface Manager Technical Reference Manual for Intel
+Agilex 7 PCIe Attach", section "PF/VF Mapping": PF0-VF0 HE-MEM,
+PF0-VF1 HE-HSSI, PF0-VF2 HE-MEM-TG in the PR slot's ``afu_main``). A VF's
+BAR holds those host exercisers, not an FME or a port, so no DFL and no
+base region is enumerated under it (dfl-pci.c ``find_dfls_by_default``:
+``-ENODEV``); the OFS "Getting Started Guide" (section "Enabling SR-IOV
+/ opae.io init") binds them to ``vfio-pci`` for OPAE. They are left
+unbound here.
 """
 
 import ctypes
@@ -99,6 +116,13 @@ SOURCES = {
               'bus/pci/drivers/<name> and its link back); "dfl-pci": '
               'drivers/fpga/dfl-pci.c cci_pci_driver (.name DRV_NAME), '
               'its id table holding the PFs and the VFs',
+    'ofs': 'drivers/fpga/dfl-pci.c cci_pcie_id_tbl (PCI_DEVICE_SUB of '
+           'PCIE_DEVICE_ID_INTEL_DFL and PCIE_DEVICE_ID_INTEL_DFL_VF with '
+           'PCI_VENDOR_ID_INTEL, PCIE_SUBDEVICE_ID_INTEL_N6000 and '
+           'PCIE_SUBDEVICE_ID_INTEL_N6001); Documentation/ABI/testing/'
+           'sysfs-bus-pci (subsystem_vendor, subsystem_device); the PR '
+           'slot\'s VFs: OFS "FPGA Interface Manager Technical Reference '
+           'Manual for Intel Agilex 7 PCIe Attach" ("PF/VF Mapping")',
     'dev_node': 'drivers/fpga/dfl.c dfl_chrdevs ("dfl-fme", "dfl-port"); '
                 'Documentation/fpga/dfl.rst ("/dev/dfl-fme.n", '
                 '"/dev/dfl-port.m")',
@@ -117,12 +141,26 @@ _PR_BITSTREAM = re.compile(rb'PR:([0-9a-f]{32})')
 #: Card family -> PF and VF product ids (vendor 8086), from
 #: drivers/fpga/dfl-pci.c. The N3000's VF (0b31) is not in dfl-pci's id
 #: table, so no DFL is enumerated on it: no SR-IOV shape for it here.
+#: ``subsystem_device`` (subsystem vendor 8086): dfl-pci.c
+#: ``PCIE_SUBDEVICE_ID_INTEL_N6000``/``_N6001``; ``ofs_vfs``: the VFs of
+#: an OFS card's PR slot (module docstring).
 PROFILES = {
     'pac-a10': {'product_id': '09c4', 'vf_product_id': '09c5'},
     'd5005': {'product_id': '0b2b', 'vf_product_id': '0b2c'},
     'n3000': {'product_id': '0b30', 'vf_product_id': None},
+    # Not the N6000's shape: an N6000 (OFS) releases no port, several
+    # VFs serve its one PR slot (``n6000-ofs``). This is a generic DFL
+    # card with dfl-pci's PCIE_DEVICE_ID_INTEL_DFL / _DFL_VF ids (no
+    # subsystem ids) in the port-release shape of a PAC (D5005, PAC A10),
+    # kept under this name for the tests and documents that use it.
     'n6000': {'product_id': 'bcce', 'vf_product_id': 'bccf'},
+    'n6000-ofs': {'product_id': 'bcce', 'vf_product_id': 'bccf',
+                  'subsystem_device': '1770', 'ofs_vfs': 3},
+    'n6001-ofs': {'product_id': 'bcce', 'vf_product_id': 'bccf',
+                  'subsystem_device': '1771', 'ofs_vfs': 3},
 }
+#: PCI_VENDOR_ID_INTEL: the subsystem vendor of the OFS cards.
+SUBSYSTEM_VENDOR = '8086'
 #: PCI class 0x12 "processing accelerator" (PCI Code and ID Assignment
 #: Specification; include/linux/pci_ids.h PCI_BASE_CLASS_ACCELERATOR).
 ACCELERATOR_CLASS = '120000'
@@ -168,6 +206,9 @@ class DflCard:
     manager: int = 0
     ports: list = dataclasses.field(default_factory=list)
     errors: dict = dataclasses.field(default_factory=dict)  # relpath: val
+    #: An OFS card's subsystem device id and its PR slot's VFs.
+    subsystem_device: Optional[str] = None
+    ofs_vfs: list = dataclasses.field(default_factory=list)
 
     afu_id = property(lambda self: self.ports[0].afu_id)
     port_id = property(lambda self: self.ports[0].port_id)
@@ -223,6 +264,9 @@ class DflHost:
         ids = PROFILES[profile]
         if sriov and not ids['vf_product_id']:
             raise ValueError('%s: no VF is enumerated by dfl-pci' % profile)
+        ofs_vfs = ids.get('ofs_vfs', 0)
+        if ofs_vfs and (sriov or ports != 1):
+            raise ValueError('%s: one PR slot, no port release' % profile)
         if not 1 <= ports <= MAX_PORTS:
             raise ValueError('a DFL card has 1 to %d ports, not %r'
                              % (MAX_PORTS, ports))
@@ -232,7 +276,7 @@ class DflHost:
             raise ValueError('%d afu ids for %d ports' % (len(afu_ids),
                                                           ports))
         pf = self.host.add_pf('8086', ids['product_id'], ACCELERATOR_CLASS,
-                              address, ports if sriov else 0,
+                              address, ports if sriov else ofs_vfs,
                               ids['vf_product_id'], numa_node)
         # Probe order: the PF's base region (dfl.c), then the FME's manager
         # and, port by port, a bridge and a PR region (dfl-fme-pr.c
@@ -241,7 +285,9 @@ class DflHost:
         card = DflCard(profile=profile, pf=pf.address, compat_id=compat_id,
                        sriov=sriov, base_region=self._next('region'),
                        fme_id=self._next('fme'),
-                       manager=self._next('manager'))
+                       manager=self._next('manager'),
+                       subsystem_device=ids.get('subsystem_device'),
+                       ofs_vfs=[pf.virtfns[i] for i in range(ofs_vfs)])
         pf.driver = DRIVER
         for index in range(ports):
             card.ports.append(DflPortSim(
@@ -277,9 +323,20 @@ class DflHost:
         with it."""
         self.root = root
         for card in self.cards:
+            self._write_subsystem(card)
             if self.bound(card.pf):
                 self._write_card(card)
         return root
+
+    def _write_subsystem(self, card):
+        """SOURCES['ofs']: an OFS card's functions' subsystem ids."""
+        if not card.subsystem_device:
+            return
+        for address in [card.pf] + card.ofs_vfs:
+            if address in self.host.functions:
+                simulator._write_files(self._pci(address), {
+                    'subsystem_vendor': '0x' + SUBSYSTEM_VENDOR,
+                    'subsystem_device': '0x' + card.subsystem_device})
 
     def load_state(self, root):
         """Each port's afu_id as a tree written before holds it."""
@@ -478,6 +535,8 @@ class DflHost:
 
 #: (pattern of a path relative to the sysfs root, SOURCES key); first match.
 _RULES = tuple((re.compile(pattern), kind) for pattern, kind in (
+    (r'^devices/pci[0-9a-f]{4}:00/[0-9a-f:.]+/subsystem_(vendor|device)$',
+     'ofs'),
     (r'/dfl-fme\.\d+/errors(/|$)', 'fme_errors'),
     (r'/dfl-port\.\d+/errors(/|$)', 'port_errors'),
     (r'/dfl-fme-mgr\.\d+(/|$)', 'manager'),

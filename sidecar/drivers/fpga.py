@@ -21,6 +21,9 @@ Any other ``class/fpga_region`` (a SoC's device-tree overlay region, a
 vendor's out-of-tree driver) has no ABI saying where its loaded function
 or the function serving it is: each is skipped with one WARNING naming
 it, as are regions whose ``device`` leads to no PCI function.
+
+Intel N6000/N6001 (OFS) cards, whose one PR slot several VFs serve, are
+refused with one ERROR each (:mod:`sidecar.drivers.dfl_refused`).
 """
 
 import dataclasses
@@ -36,6 +39,7 @@ from sidecar import model
 from sidecar.discovery import held as held_mod
 from sidecar.drivers import base
 from sidecar.drivers import dfl_health
+from sidecar.drivers import dfl_refused
 from sidecar.sources import base as sources
 from sidecar.sources import dfl
 from sidecar.sources import sysfs
@@ -94,6 +98,7 @@ class FpgaDriver(base.DiscoveryDriver):
         # DFL cards as last reported, and those a guest holds; made at
         # the first discovery, after the inventory set read_only.
         self._dfl_seen = None
+        self.refused = dfl_refused.Refusals(LOG)
 
     def _discover(self):
         if self._dfl_seen is None:
@@ -112,7 +117,10 @@ class FpgaDriver(base.DiscoveryDriver):
                     'function serving it', region.name,
                     region.address or 'none')
             dfl_ports, found = {}, {}
+            self.refused.cycle()
             for address, card in sorted(dfl.cards(self.sysfs_root).items()):
+                if self.refused.check(self.sysfs_root, address):
+                    continue
                 try:
                     device = self._dfl_device(by_address, card, dfl_ports)
                 except sources.MalformedDevice as exc:

@@ -158,3 +158,39 @@ class DflProfileTest(simhost.SimHostTestCase):
         self.assertEqual(dfl.NO_AFU, self._read(base + '/dfl-port.0/afu_id'))
         self.assertEqual('0x4', self._read(
             base + '/dfl-fme.0/errors/catfatal_errors'))
+
+    def test_ofs_profiles(self):
+        """N6000/N6001 as OFS builds them: the FME, its one PR region and
+        the slot's port under PF0, no port released; three VFs 8086:bccf
+        with the card's subsystem ids and no DFL of their own."""
+        for profile, subsystem in (('n6000-ofs', '0x1770'),
+                                   ('n6001-ofs', '0x1771')):
+            self._write((profile, False))
+            base = PF + '/fpga_region/region0'
+            self.assertEqual(['dfl-fme.0', 'dfl-port.0'], sorted(
+                n for n in os.listdir(os.path.join(self.sys, base))
+                if n.startswith('dfl-')))
+            self.assertEqual('3', self._read(PF + '/sriov_numvfs'))
+            for function in (PF, VF, 'devices/pci0000:00/0000:81:00.3'):
+                self.assertEqual('0x8086', self._read(
+                    function + '/subsystem_vendor'))
+                self.assertEqual(subsystem, self._read(
+                    function + '/subsystem_device'))
+            self.assertEqual('0xbccf', self._read(VF + '/device'))
+            self.assertFalse(os.path.lexists(os.path.join(
+                self.sys, VF, 'fpga_region')))
+            self.assertFalse(os.path.lexists(os.path.join(
+                self.sys, VF, 'driver')))
+            paths = dfl.written_paths(self.sys)
+            self.assertEqual(
+                [], [p for p in paths if dfl.source_of(p) is None])
+            self.assertIn('ofs', {dfl.source_of(p) for p in paths})
+        # One PR slot, no port to release.
+        for kwargs in ({'sriov': True}, {'ports': 2}):
+            self.assertRaises(ValueError, dfl.DflHost().add_card,
+                              'n6000-ofs', **kwargs)
+
+    def test_port_release_profiles_have_no_subsystem_ids(self):
+        self._write(('n6000', True))
+        self.assertFalse(os.path.lexists(os.path.join(
+            self.sys, PF, 'subsystem_device')))
