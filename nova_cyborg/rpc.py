@@ -340,7 +340,6 @@ class AcceleratorEndpoint(object):
 
     def __init__(self, manager):
         self.manager = manager
-        self.host = manager.host
         self._actions = _Actions(manager)
 
     def version(self, context):
