@@ -16,9 +16,9 @@ import time
 import fixtures
 
 from localcloud import procs
+from tests.functional.harness import fork_server
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
+REPO_ROOT = fork_server.REPO_ROOT
 
 
 class ChildServiceFixture(fixtures.Fixture):
@@ -32,17 +32,26 @@ class ChildServiceFixture(fixtures.Fixture):
     NAME = 'child'
     ERROR = RuntimeError
     START_TIMEOUT = 60
+    #: Fork the child from :mod:`~tests.functional.harness.fork_server`
+    #: (modules that import no more than its preload) instead of
+    #: starting a new interpreter.
+    FORK = False
 
     def start_child(self, module, args, port_file, env=None):
         """Start ``python -m module args``; return the port it serves."""
         start = time.monotonic()
-        with open(self.output_path, 'wb') as out:
-            self.process = subprocess.Popen(
-                [sys.executable, '-m', module] + list(args) +
-                ['--port-file', port_file],
-                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+        args = list(args) + ['--port-file', port_file]
+        if self.FORK and fork_server.enabled():
+            self.process = fork_server.spawn(
+                module, args, os.environ if env is None else env,
+                REPO_ROOT, self.output_path)
+        else:
+            with open(self.output_path, 'wb') as out:
+                self.process = subprocess.Popen(
+                    [sys.executable, '-m', module] + args,
+                    cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True)
         self.addCleanup(self.stop)
         while time.monotonic() - start < self.START_TIMEOUT:
             if os.path.exists(port_file):

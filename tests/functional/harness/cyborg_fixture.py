@@ -76,6 +76,7 @@ class CyborgFixture(child.ChildServiceFixture):
 
     NAME = 'Cyborg'
     ERROR = CyborgError
+    FORK = True
     REQUEST_TIMEOUT = 30
 
     def __init__(self, placement_url, nova_url, base_dir=None,
