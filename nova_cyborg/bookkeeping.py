@@ -168,6 +168,22 @@ def owners(instance_uuid):
     return (instance_uuid, alias(instance_uuid))
 
 
+def holders(instance):
+    """The owners the server's ARQs may be bound under, for deleting them
+    all: its current owner (:func:`arq_owner`), and the other one only
+    where its system metadata shows a live migration's traces, an owner
+    record (the alias holds them, or did) or the destination's ARQs of one
+    under way. A server that never live-migrated holds ARQs under its own
+    UUID only: one delete. The ARQs a finished live migration could not
+    delete from the other owner are retired (:func:`unbound`), and go by
+    UUID.
+    """
+    meta = _meta(instance)
+    if OWNER_KEY in meta or entries(instance, LIVE_DEST_PREFIX):
+        return owners(instance.uuid)
+    return (arq_owner(instance),)
+
+
 def arq_owner(instance):
     """The UUID the server's ARQs are bound under in Cyborg now.
 

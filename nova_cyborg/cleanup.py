@@ -67,6 +67,15 @@ def unbound_arqs_of_deleted(instance):
         return []
 
 
+def holders(instance):
+    """:func:`nova_cyborg.bookkeeping.holders` of the instance, or None
+    (both owners, the client's default) when its row does not load."""
+    try:
+        return bookkeeping.holders(instance)
+    except Exception:  # noqa: B902 (a deleted row may not load)
+        return None
+
+
 def delete_arqs_if_needed(context, instance, arq_uuids=None):
     """Delete the instance's ARQs, and ``arq_uuids`` not bound to it yet.
 
@@ -80,7 +89,8 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
     if bookkeeping.has_accelerators(instance):
         cyclient = nc_client.get_client(context)
         try:
-            cyclient.delete_arqs_for_instance(instance.uuid)
+            cyclient.delete_arqs_for_instance(instance.uuid,
+                                              owners=holders(instance))
         except exception.CyborgError as e:
             LOG.error('Failed to delete the accelerator requests of the '
                       'instance: %s', e, instance=instance)
@@ -99,7 +109,8 @@ def delete_arqs_of_deleted_instance(context, instance):
         return
     try:
         cyclient = nc_client.get_client(context)
-        cyclient.delete_arqs_for_instance(instance.uuid)
+        cyclient.delete_arqs_for_instance(instance.uuid,
+                                          owners=holders(instance))
         cyclient.delete_arqs_by_uuid(unbound_arqs_of_deleted(instance))
     except exception.CyborgError as e:
         LOG.error('Failed to delete the accelerator requests of deleted '
@@ -122,7 +133,7 @@ def delete_arqs_of_deleting_instance(context, instance):
     try:
         if bookkeeping.has_accelerators(instance):
             nc_client.get_client(context).delete_arqs_for_instance(
-                instance.uuid)
+                instance.uuid, owners=holders(instance))
         unbound = bookkeeping.unbound(instance)
         if unbound:
             nc_client.get_client(context).delete_arqs_strictly(unbound)
@@ -198,8 +209,9 @@ def delete_arqs_before_host(context, instance_uuid):
     """Delete the ARQs of a server deleted before it had a host; never
     raise.
 
-    Those bound under its UUID or its alias, and the unbound ones its
-    system metadata names. The server is read again from its cell (the
+    Those bound under its UUID, or its alias where its system metadata
+    shows a live migration's traces (unknown: both), and the unbound ones
+    its system metadata names. The server is read again from its cell (the
     caller may hold only its UUID, or a copy built from the build request);
     one the conductor had not mapped to its cell yet (stopped between the
     bind and the mapping) is known by its request spec. A server without
@@ -211,7 +223,8 @@ def delete_arqs_before_host(context, instance_uuid):
         if instance is not None:
             if may_have_arqs(instance):
                 _delete_before_host(context, instance_uuid,
-                                    unbound_arqs_of_deleted(instance))
+                                    unbound_arqs_of_deleted(instance),
+                                    holders(instance))
         elif _booted_with_profile(context, instance_uuid):
             _delete_before_host(context, instance_uuid, [])
     except Exception as e:  # noqa: B902 (the delete succeeds all the same)
@@ -221,9 +234,9 @@ def delete_arqs_before_host(context, instance_uuid):
                   {'uuid': instance_uuid, 'err': e})
 
 
-def _delete_before_host(context, instance_uuid, unbound):
+def _delete_before_host(context, instance_uuid, unbound, owners=None):
     cyclient = nc_client.get_client(context)
-    cyclient.delete_arqs_for_instance(instance_uuid)
+    cyclient.delete_arqs_for_instance(instance_uuid, owners=owners)
     left = cyclient.delete_arqs_by_uuid(unbound) if unbound else []
     if left:
         LOG.error('Could not delete the unbound accelerator requests '

@@ -292,17 +292,20 @@ class CyborgClient(cyborg_http.CyborgHTTPClient):
 
     # Deletion: as the service user, so that the ARQs of every project go.
 
-    def delete_arqs_for_instance(self, instance_uuid):
+    def delete_arqs_for_instance(self, instance_uuid, owners=None):
         """Unbind and delete every ARQ of the instance (idempotent).
 
-        Those bound under its UUID and under its alias
-        (:func:`nova_cyborg.bookkeeping.owners`): a live migration binds
-        the destination's ARQs under the owner that holds none, and every
-        caller (upstream's included) that deletes a server's ARQs by its
-        UUID means all of them.
+        :param owners: the UUIDs its ARQs may be bound under, where the
+            caller knows them from the server's system metadata
+            (:func:`nova_cyborg.bookkeeping.holders`: one call for a server
+            that never live-migrated). By default both its UUID and its
+            alias (:func:`nova_cyborg.bookkeeping.owners`): a live
+            migration binds the destination's ARQs under the owner that
+            holds none, and every caller (upstream's included) that
+            deletes a server's ARQs by its UUID alone means all of them.
         """
         client_auth.require_service_token(_('delete'))
-        for owner in bookkeeping.owners(instance_uuid):
+        for owner in owners or bookkeeping.owners(instance_uuid):
             self._call(_('delete'), 'delete', ARQ_URL, (204,),
                        as_service=True, params={'instance': owner})
 

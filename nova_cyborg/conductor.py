@@ -117,7 +117,8 @@ def _delete_leftovers(cyclient, instance):
     """Delete the ARQs an offloaded instance is left with (see above)."""
     if instance.obj_attr_is_set('vm_state') and (
             instance.vm_state == vm_states.SHELVED_OFFLOADED):
-        cyclient.delete_arqs_for_instance(instance.uuid)
+        cyclient.delete_arqs_for_instance(
+            instance.uuid, owners=bookkeeping.holders(instance))
 
 
 def retire(instance, arq_uuids):

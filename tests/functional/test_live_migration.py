@@ -20,6 +20,7 @@ from nova_cyborg import bookkeeping  # noqa: E402
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from sidecar import privileged  # noqa: E402
+from tests.functional import cyborg_calls  # noqa: E402
 from tests.functional import live_base  # noqa: E402
 from tests.functional import test_sidecar_live_migratable as marks  # noqa
 
@@ -74,6 +75,23 @@ class LiveMigrateVFTest(VFHosts):
         # The second move bound them under the server's own UUID.
         self.assertEqual([], self.aliased())
         self.assertEqual([], self.aliased(self.src))
+
+    def test_delete_after_live_migration(self):
+        # The ARQs are under the server's alias: its delete asks Cyborg
+        # under both owners (a server that never moved, once:
+        # tests.functional.test_cyborg_calls), and none is left.
+        self.admin_live_migrates(self.server)
+        alias = bookkeeping.alias(self.server['id'])
+        self.assertEqual(1, len(self.cyborg.list_arqs(alias)))
+        calls = self.useFixture(cyborg_calls.CyborgCalls())
+        with self.acting(self.owner_api):
+            self._delete_server(self.server)
+        self.assertEqual(
+            [('DELETE', '/accelerator_requests', (('instance', owner),))
+             for owner in (self.server['id'], alias)],
+            [c for c in calls.take() if c[0] == 'DELETE'])
+        self.assertEqual([], self.cyborg.list_arqs(alias))
+        self.assert_nothing_left(self.server['id'])
 
     def aliased(self, host=None):
         context = nova_context.get_admin_context()

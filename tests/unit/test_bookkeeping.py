@@ -52,6 +52,30 @@ class OwnerTest(test.NoDBTestCase):
         self.assertTrue(bookkeeping.own_arqs(self.instance))
         self.assertEqual(uuids.inst, bookkeeping.arq_owner(self.instance))
 
+    def test_holders_one_owner_unless_a_live_migration_left_traces(self):
+        # Never live-migrated: its own UUID only (one delete).
+        self.assertEqual((uuids.inst,), bookkeeping.holders(self.instance))
+        alias = bookkeeping.alias(uuids.inst)
+        # A live migration under way: the destination's ARQs may be
+        # bound under the alias.
+        meta = self.instance.system_metadata
+        meta[bookkeeping.LIVE_DEST_PREFIX + '0'] = uuids.dest
+        self.assertEqual((uuids.inst, alias),
+                         bookkeeping.holders(self.instance))
+        del meta[bookkeeping.LIVE_DEST_PREFIX + '0']
+        # Live-migrated: the alias holds them, the server's own UUID may
+        # still hold the source's.
+        bookkeeping.set_owner(self.instance, alias)
+        self.assertEqual((uuids.inst, alias),
+                         bookkeeping.holders(self.instance))
+        # A record naming another UUID: both, all the same.
+        meta[bookkeeping.OWNER_KEY] = uuids.other
+        self.assertEqual((uuids.inst, alias),
+                         bookkeeping.holders(self.instance))
+        # Migrated back under its own UUID (the record is gone).
+        bookkeeping.set_owner(self.instance, uuids.inst)
+        self.assertEqual((uuids.inst,), bookkeeping.holders(self.instance))
+
     def test_unbound_arqs(self):
         meta = self.instance.system_metadata
         meta['nova_cyborg_parked_arq_0'] = '%s %s host1' % (uuids.parked,

@@ -7,6 +7,7 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_cyborg import bookkeeping
 from nova_cyborg import cleanup
 from nova_cyborg import exception
 
@@ -29,19 +30,20 @@ class DeleteArqsOfDeletedInstanceTest(test.NoDBTestCase):
             self.context, _instance({'accel:device_profile': 'dp1'}))
         get_client.assert_called_once_with(self.context)
         get_client.return_value.delete_arqs_for_instance \
-            .assert_called_once_with(uuids.inst)
+            .assert_called_once_with(uuids.inst, owners=(uuids.inst,))
 
     def test_no_profile(self, get_client):
         cleanup.delete_arqs_of_deleted_instance(self.context, _instance({}))
         get_client.assert_not_called()
 
     def test_flavor_not_loadable_asks_cyborg(self, get_client):
-        instance = objects.Instance(uuid=uuids.inst)
+        instance = objects.Instance(self.context, uuid=uuids.inst)
         with mock.patch.object(objects.Instance, 'obj_load_attr',
                                side_effect=Exception('gone')):
             cleanup.delete_arqs_of_deleted_instance(self.context, instance)
+        # Its records unreadable: under both owners (the default).
         get_client.return_value.delete_arqs_for_instance \
-            .assert_called_once_with(uuids.inst)
+            .assert_called_once_with(uuids.inst, owners=None)
 
     def test_failure_is_logged_not_raised(self, get_client):
         get_client.return_value.delete_arqs_for_instance.side_effect = (
@@ -66,8 +68,18 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
             '%s %s host1' % (uuids.parked, uuids.rp))
         cleanup.delete_arqs_of_deleting_instance(self.context, instance)
         cyclient = get_client.return_value
-        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        # Never live-migrated: one delete, under its own UUID.
+        cyclient.delete_arqs_for_instance.assert_called_once_with(
+            uuids.inst, owners=(uuids.inst,))
         cyclient.delete_arqs_strictly.assert_called_once_with([uuids.parked])
+
+    def test_live_migrated_deletes_under_both_owners(self, get_client):
+        instance = _instance({'accel:device_profile': 'dp1'})
+        alias = bookkeeping.alias(uuids.inst)
+        bookkeeping.set_owner(instance, alias)
+        cleanup.delete_arqs_of_deleting_instance(self.context, instance)
+        get_client.return_value.delete_arqs_for_instance \
+            .assert_called_once_with(uuids.inst, owners=(uuids.inst, alias))
 
     def test_deletes_a_live_migrations_destination_arqs(self, get_client):
         # Deleted while a live migration was under way (or after a
@@ -77,7 +89,8 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
         instance.system_metadata['nova_cyborg_live_dest_arq_0'] = uuids.dest
         cleanup.delete_arqs_of_deleting_instance(self.context, instance)
         cyclient = get_client.return_value
-        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        cyclient.delete_arqs_for_instance.assert_called_once_with(
+            uuids.inst, owners=(uuids.inst, bookkeeping.alias(uuids.inst)))
         cyclient.delete_arqs_strictly.assert_called_once_with([uuids.dest])
 
     def test_cyborg_failure_is_logged_not_raised(self, get_client):
@@ -94,7 +107,7 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
             '%s dp2' % uuids.arq)
         cleanup.delete_arqs_of_deleting_instance(self.context, instance)
         get_client.return_value.delete_arqs_for_instance \
-            .assert_called_once_with(uuids.inst)
+            .assert_called_once_with(uuids.inst, owners=(uuids.inst,))
 
     def test_no_accelerators_asks_nobody(self, get_client):
         cleanup.delete_arqs_of_deleting_instance(self.context, _instance({}))
@@ -118,8 +131,9 @@ class DeleteArqsBeforeHostTest(test.NoDBTestCase):
         get_client.return_value.delete_arqs_by_uuid.return_value = []
         cleanup.delete_arqs_before_host(self.context, uuids.inst)
         cyclient = get_client.return_value
-        # Both owners: delete_arqs_for_instance covers the alias.
-        cyclient.delete_arqs_for_instance.assert_called_once_with(uuids.inst)
+        # Never live-migrated: its own UUID only.
+        cyclient.delete_arqs_for_instance.assert_called_once_with(
+            uuids.inst, owners=(uuids.inst,))
         cyclient.delete_arqs_by_uuid.assert_called_once_with([uuids.arq])
         spec.assert_not_called()
 
@@ -133,8 +147,9 @@ class DeleteArqsBeforeHostTest(test.NoDBTestCase):
         row.return_value = None
         spec.return_value = True
         cleanup.delete_arqs_before_host(self.context, uuids.inst)
+        # Its records unknown: under both owners (the default).
         get_client.return_value.delete_arqs_for_instance \
-            .assert_called_once_with(uuids.inst)
+            .assert_called_once_with(uuids.inst, owners=None)
         spec.return_value = False
         get_client.reset_mock()
         cleanup.delete_arqs_before_host(self.context, uuids.inst)

@@ -269,6 +269,16 @@ class DeleteTest(ClientTestBase):
             self.assertEqual('service-token',
                              request.headers['X-Service-Token'])
 
+    def test_delete_for_instance_under_the_owners_asked(self):
+        # The caller read the server's holders (nova_cyborg.bookkeeping):
+        # one call for a server that never live-migrated.
+        self.requests.delete(ARQS, status_code=204)
+        self.client.delete_arqs_for_instance(uuids.inst,
+                                             owners=(uuids.inst,))
+        self.assertEqual([[uuids.inst]],
+                         [r.qs['instance']
+                          for r in self.requests.request_history])
+
     def test_delete_for_instance_failure_raises(self):
         self.requests.delete(ARQS, status_code=500)
         self.assertRaises(exception.CyborgError,

@@ -1,5 +1,7 @@
 """Creating and binding ARQs in the conductor, against recorded HTTP."""
 
+from unittest import mock
+
 import fixtures
 from nova.compute import vm_states
 from nova import exception as nova_exception
@@ -142,6 +144,23 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.instance.vm_state = vm_states.SHELVED_OFFLOADED
         self.requests.patch(ARQS, status_code=202)
         self.call()
+        # Under its own UUID only: it never live-migrated, nothing is
+        # bound under its alias (nova_cyborg.bookkeeping.holders).
+        self.assertEqual([('DELETE', None), ('POST', None), ('PATCH', None)],
+                         self.methods())
+        self.assertEqual([uuids.inst],
+                         self.requests.request_history[0].qs['instance'])
+
+    def test_offloaded_live_migrated_instance_both_owners(self):
+        self.instance.vm_state = vm_states.SHELVED_OFFLOADED
+        self.instance.system_metadata = {}
+        bookkeeping.set_owner(self.instance, bookkeeping.alias(uuids.inst))
+        self.requests.patch(ARQS, status_code=202)
+        with mock.patch.object(self.instance, 'save') as save:
+            self.call()
+        # Bound under its own UUID now: the record is gone, saved.
+        save.assert_called_once_with()
+        self.assertEqual(uuids.inst, bookkeeping.arq_owner(self.instance))
         self.assertEqual([('DELETE', None)] * 2, self.methods()[:2])
         self.assertEqual([[uuids.inst], [bookkeeping.alias(uuids.inst)]],
                          [r.qs['instance']
