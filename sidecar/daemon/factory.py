@@ -95,7 +95,8 @@ def build(conf, transport=None, connect=None):
         gpu_vfio.parse_offers(conf.gpu.vfio_vgpu_types),
         lock_for=programs.lock_for, held=programs.held)
     mdevs = mdev.MdevManager(conf.sidecar.sysfs_root, inventory, domains,
-                             vgpu_types=vgpu)
+                             vgpu_types=vgpu, host=conf.host,
+                             cyborg=cyborg.AcceleratorClient(conf))
     reconciler = reconcile.Reconciler(conf.host, placement,
                                       idle=programs.idle, held=holds.held)
     view = conductor_view.ConductorView(

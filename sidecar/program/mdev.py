@@ -5,7 +5,14 @@ cyborg-conductor 17 makes these calls for every MDEV attach handle it
 binds and unbinds. Those of a vGPU 17 VF's vendor-VFIO handle
 (:attr:`sidecar.model.AttachHandle.vendor_vfio`) create no mdev: they
 set the VF's vGPU type and write it back to 0
-(:class:`sidecar.program.vgpu_types.VgpuTypeSetter`)."""
+(:class:`sidecar.program.vgpu_types.VgpuTypeSetter`).
+
+No mdev survives a host reboot (Documentation/driver-api/
+vfio-mediated-device.rst: an mdev exists from a write to its type's
+``create`` until its ``remove`` or the parent's driver goes), while the
+server's ARQ stays Bound to its handle and its guest's definition names
+the mdev: :meth:`MdevManager.restore_bound` creates them again, before
+the sidecar's first report and so before Nova starts the guests."""
 
 import os
 
@@ -21,21 +28,79 @@ LOG = logging.getLogger(__name__)
 
 class MdevManager:
 
-    def __init__(self, sysfs_root, inventory, domains, vgpu_types=None):
+    def __init__(self, sysfs_root, inventory, domains, vgpu_types=None,
+                 host=None, cyborg=None):
         self._root = sysfs_root
         self._inventory = inventory
         self._domains = domains
         #: A VgpuTypeSetter, or None (no vGPU 17 VF is offered idle).
         self._vgpu_types = vgpu_types
+        #: This host's name as its ARQs give it, and a client of Cyborg's
+        #: API (``all_arqs``): without them no mdev is restored.
+        self._host = host
+        self._cyborg = cyborg
+        #: Whether :meth:`restore_bound` is still to succeed once.
+        self._restore_pending = cyborg is not None
 
     def housekeeping(self):
         """Every cycle: close the vGPU 17 type writes a killed sidecar
         left, and write back the types set at bind that a host reboot
-        took (:meth:`sidecar.program.vgpu_restore.Restorer.restore`)."""
-        if self._vgpu_types is None:
-            return
-        self._vgpu_types.recover()
-        self._vgpu_types.restore()
+        took (:meth:`sidecar.program.vgpu_restore.Restorer.restore`);
+        until it has succeeded once since the sidecar started, create
+        again the mdevs of this host's Bound ARQs that a host reboot took
+        (:meth:`restore_bound`)."""
+        if self._vgpu_types is not None:
+            self._vgpu_types.recover()
+            self._vgpu_types.restore()
+        if self._restore_pending:
+            self._restore_pending = not self.restore_bound()
+
+    def restore_bound(self):
+        """Create the mdev of each MDEV attach handle a Bound ARQ of this
+        host holds and that does not exist (a host reboot removes every
+        mdev; the ARQ, and the guest's ``<hostdev type='mdev'>``, still
+        name it), as cyborg-conductor asked at bind: on the handle's
+        parent, of its ``asked_type``, with the handle's UUID. vGPU 17
+        handles (vendor VFIO) are the type restorer's. Returns True when
+        nothing is left to create; an mdev the kernel refuses now is
+        logged and tried again next cycle."""
+        try:
+            arqs = self._cyborg.all_arqs()
+        except exception.SidecarError as exc:
+            LOG.warning('Cannot read the ARQs (%s): the mdevs of Bound '
+                        'ARQs are restored next cycle', exc)
+            return False
+        done = True
+        for arq in arqs:
+            if not isinstance(arq, dict) or (
+                    arq.get('state') != 'Bound' or
+                    arq.get('hostname') != self._host or
+                    arq.get('attach_handle_type') != 'MDEV'):
+                continue
+            info = arq.get('attach_handle_info') or {}
+            ah_uuid = str(arq.get('attach_handle_uuid')).lower()
+            try:
+                pci_addr = '%s:%s:%s.%s' % (info['domain'], info['bus'],
+                                            info['device'], info['function'])
+                asked_type = info['asked_type']
+            except (KeyError, TypeError):
+                LOG.warning('ARQ %s: its MDEV handle names no parent and '
+                            'type: %s', arq.get('uuid'), info)
+                continue
+            if self._vendor_vfio(pci_addr) or self._exists(ah_uuid):
+                continue
+            LOG.warning('mdev %(uuid)s of ARQ %(arq)s is gone (host reboot '
+                        'or driver reload); creating it again: %(type)s on '
+                        '%(addr)s', {'uuid': ah_uuid, 'arq': arq.get('uuid'),
+                                     'type': asked_type, 'addr': pci_addr})
+            try:
+                privileged.create_mdev(self._root, pci_addr, asked_type,
+                                       ah_uuid)
+            except exception.SidecarError as exc:
+                LOG.error('Restoring mdev %(uuid)s failed: %(exc)s; tried '
+                          'again next cycle', {'uuid': ah_uuid, 'exc': exc})
+                done = False
+        return done
 
     def _vendor_vfio(self, pci_addr):
         return (self._vgpu_types is not None and isinstance(pci_addr, str)

@@ -130,3 +130,95 @@ class MdevManagerTest(testtools.TestCase):
         self.domains.stopped = (UUID,)
         self.manager.remove(GPU, 'nvidia-35', UUID)
         self.assertEqual([('remove', self.root, UUID)], self.calls)
+
+
+class FakeCyborg:
+    def __init__(self, arqs=(), error=None):
+        self.arqs = list(arqs)
+        self.error = error
+        self.calls = 0
+
+    def all_arqs(self):
+        self.calls += 1
+        if self.error:
+            raise self.error
+        return self.arqs
+
+
+def _arq(uuid, host='compute1', state='Bound', kind='MDEV',
+         address=GPU, asked_type='nvidia-35'):
+    domain, bus, rest = address.split(':')
+    device, function = rest.split('.')
+    return {'uuid': 'arq-' + uuid[:8], 'state': state, 'hostname': host,
+            'attach_handle_type': kind, 'attach_handle_uuid': uuid.upper(),
+            'attach_handle_info': {'domain': domain, 'bus': bus,
+                                   'device': device, 'function': function,
+                                   'asked_type': asked_type}}
+
+
+class MdevRestoreTest(testtools.TestCase):
+    """A host reboot removes every mdev; the sidecar creates those of its
+    host's Bound ARQs again before it reports."""
+
+    OTHER = 'a3f1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d12'
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.calls = []
+        self.refuse = False
+
+        def create(*args):
+            if self.refuse:
+                raise exception.MdevError(uuid=args[3], address=args[1],
+                                          reason='no instance available')
+            self.calls.append(args)
+        self.useFixture(fixtures.MockPatchObject(privileged, 'create_mdev',
+                                                 create))
+
+    def manager(self, cyborg):
+        return mdev.MdevManager(self.root, FakeInventory(), FakeDomains(),
+                                host='compute1', cyborg=cyborg)
+
+    def test_mdevs_of_bound_arqs_created_again_once(self):
+        cyborg = FakeCyborg([
+            _arq(UUID), _arq(self.OTHER, address=A100_VF,
+                             asked_type='nvidia-474'),
+            # Not this host's, not Bound, not an mdev: left alone.
+            _arq('c3f1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d13', host='compute2'),
+            _arq('d3f1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d14', state='Unbound'),
+            _arq('e3f1c7e2-4b5b-4e8c-9f61-0f5b2b5c2d15', kind='PCI')])
+        manager = self.manager(cyborg)
+        manager.housekeeping()
+        self.assertEqual([(self.root, GPU, 'nvidia-35', UUID),
+                          (self.root, A100_VF, 'nvidia-474', self.OTHER)],
+                         self.calls)
+        # Once done, the ARQs are not read again.
+        manager.housekeeping()
+        self.assertEqual(1, cyborg.calls)
+        self.assertEqual(2, len(self.calls))
+
+    def test_existing_mdev_left_as_it_is(self):
+        os.makedirs(os.path.join(self.root, 'bus/mdev/devices', UUID))
+        self.assertTrue(self.manager(FakeCyborg([_arq(UUID)])).restore_bound())
+        self.assertEqual([], self.calls)
+
+    def test_refused_or_unreadable_tried_again_next_cycle(self):
+        cyborg = FakeCyborg(error=exception.CyborgError(reason='down'))
+        manager = self.manager(cyborg)
+        manager.housekeeping()
+        self.assertEqual([], self.calls)
+        cyborg.error = None
+        cyborg.arqs = [_arq(UUID)]
+        self.refuse = True
+        manager.housekeeping()
+        self.assertEqual([], self.calls)
+        self.refuse = False
+        manager.housekeeping()
+        self.assertEqual([(self.root, GPU, 'nvidia-35', UUID)], self.calls)
+        self.assertEqual(3, cyborg.calls)
+
+    def test_without_cyborg_nothing_is_restored(self):
+        mdev.MdevManager(self.root, FakeInventory(),
+                         FakeDomains()).housekeeping()
+        self.assertEqual([], self.calls)
