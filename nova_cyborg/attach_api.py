@@ -167,10 +167,9 @@ def check_offered(context, instance, dp_name):
 
 def _start(context, instance, method, action, dp_name):
     """Set the task state, record the action, hand over to the compute."""
-    # Placement first: an unpatched compute is not asked anything.
-    capability.check_attach(context, instance)
-    # The context targets the server's cell: its message queue.
-    cap = rpc.check_compute(context, instance.host, method)
+    # No call to the compute: what it serves is in Placement.
+    capabilities = capability.check_attach(context, instance)
+    cap = rpc.check_compute(context, instance, method, capabilities)
     instance.task_state = rpc.TASK_STATES[method]
     instance.save(expected_task_state=[None])
     objects.InstanceAction.action_start(context, instance.uuid, action,

@@ -209,18 +209,20 @@ def check_hosts(context, operation, instance, arguments):
 
 def check_attach(context, instance):
     """Refuse addAccelerator or removeAccelerator on a compute that does
-    not report :data:`TRAIT`, from Placement, before nova-api asks the
-    compute which RPC version it serves (an unpatched compute answers
-    that question with an ``UnsupportedVersion`` traceback in its log).
+    not report :data:`TRAIT`, from Placement (the cast would reach a
+    compute that drops it with an error in its log).
 
+    :returns: the capability versions the server's compute node reports,
+        from which nova-api caps the RPC it sends
+        (:func:`nova_cyborg.rpc.served_by`).
     :raises: OperationRefused (HTTP 409 from the action) naming the host
         and the trait.
     """
     node = objects.ComputeNode.get_by_host_and_nodename(
         context, instance.host, instance.node)
-    _check_nodes(context, instance.host, [node], _("server's"), TRAIT,
-                 exception.OperationRefused,
-                 what=_('attach or detach accelerators'))
+    return _check_nodes(context, instance.host, [node], _("server's"), TRAIT,
+                        exception.OperationRefused,
+                        what=_('attach or detach accelerators'))[0]
 
 
 def _served(traits):
@@ -230,7 +232,9 @@ def _served(traits):
 
 
 def _check_nodes(context, host, nodes, role, wanted, error, what=None):
+    """:returns: for each node, the capability versions it reports."""
     client = placement_report.report_client_singleton()
+    reported = []
     for node in nodes:
         try:
             traits = client.get_provider_traits(context, node.uuid).traits
@@ -242,9 +246,10 @@ def _check_nodes(context, host, nodes, role, wanted, error, what=None):
                 'again later.') % {
                     'role': role, 'host': host,
                     'error': e})
+        served = _served(traits)
+        reported.append(served)
         if wanted in traits:
             continue
-        served = _served(traits)
         why = (_('it runs an older nova-cyborg, which serves versions %s') %
                ', '.join(served) if served else
                _('nova-compute there is not patched by nova-cyborg'))
@@ -254,3 +259,4 @@ def _check_nodes(context, host, nodes, role, wanted, error, what=None):
             'or choose another host.') % {
                 'role': role, 'host': host, 'trait': wanted, 'why': why,
                 'what': what or _('move a server with accelerators')})
+    return reported

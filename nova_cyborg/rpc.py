@@ -14,21 +14,25 @@ nova-api has looked the server up, its context targets the server's cell
 (``context.mq_connection``), and the messages go to that cell's message
 queue, where the server's compute listens.
 
-Before it sets the task state, nova-api asks the server's compute, with a
-``call``, which version it serves (:func:`check_compute`): a compute not
-patched by nova-cyborg answers ``UnsupportedVersion`` and the action is
-refused with 409 naming the host, instead of a 202 whose cast the compute
-would drop with an error in its log. The answer caps what is sent to that
-compute (:func:`version_cap`), and ``[upgrade_levels] nova_cyborg`` pins
-the cap for every compute during a rolling upgrade, as Nova's own
-``[upgrade_levels]`` options do: a method is sent only if
-``can_send_version`` says the compute serves it, else the action is
-refused with 409 before the task state is set. Nova's minimum
+nova-api makes no blocking call to the compute. Before it sets the task
+state it reads, from Placement, the capability traits of the server's
+compute node (:func:`nova_cyborg.capability.check_attach`): a compute not
+patched by nova-cyborg reports none and the action is refused with 409
+naming the host, instead of a 202 whose cast the compute would drop with
+an error in its log. The capability versions the compute reports give the
+newest version of this namespace it serves (:data:`SERVED_WITH`,
+:func:`served_by`), which caps what is sent to it (:func:`version_cap`);
+``[upgrade_levels] nova_cyborg`` pins the cap for every compute during a
+rolling upgrade, as Nova's own ``[upgrade_levels]`` options do: a method
+is sent only if ``can_send_version`` says the compute serves it, else the
+action is refused with 409 before the task state is set. Nova's minimum
 nova-compute service version cannot serve as the cap: a patched and an
-unpatched compute report the same one. A patched compute also reports
-its capability versions as traits of its compute node provider, which the
-scheduler and nova-api check for moves of servers with accelerators
-(:mod:`nova_cyborg.capability`).
+unpatched compute report the same one. A compute whose service is down
+(Nova's servicegroup API, a database read) is refused with 409 too
+(:func:`check_compute`). The scheduler and nova-api check the same traits
+for moves of servers with accelerators (:mod:`nova_cyborg.capability`).
+The ``version`` method stays served for a nova-api of an older
+nova-cyborg, which asked it before every action.
 
 While a task state is set, Nova's API refuses every other action on the
 server (409, "in task_state adding_accelerator"), so a start, stop,
@@ -61,10 +65,12 @@ import threading
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import utils as compute_utils
+from nova import exception as nova_exception
 from nova import exception_wrapper
 from nova import objects
 from nova.objects import base as objects_base
 from nova import rpc as nova_rpc
+from nova import servicegroup
 from nova import utils as nova_utils
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -134,8 +140,11 @@ VERSION = VERSIONS[-1][0]
 BASE_VERSION = VERSIONS[0][0]
 #: The version each method cast to nova-compute needs.
 METHOD_VERSIONS = {ADD_METHOD: '1.0', REMOVE_METHOD: '1.0'}
-#: Seconds nova-api waits for a compute to say which version it serves.
-CHECK_TIMEOUT = 30
+#: For each version of the namespace, the capability version
+#: (:data:`nova_cyborg.capability.VERSIONS`) a compute that serves it
+#: reports as a trait of its compute node: a new version of the namespace
+#: comes with a new capability version.
+SERVED_WITH = {'1.0': '1.0'}
 
 _wrap_exception = functools.partial(
     exception_wrapper.wrap_exception, service='compute',
@@ -205,36 +214,48 @@ def version_cap(served):
     return _older(cap, pin) if pin else cap
 
 
-def _unsupported(error):
-    return (isinstance(error, (messaging.UnsupportedVersion,
-                               messaging.NoSuchMethod)) or
-            (isinstance(error, messaging.RemoteError) and
-             error.exc_type in ('UnsupportedVersion', 'NoSuchMethod')))
+def served_by(capabilities):
+    """The newest version of the namespace served by a compute that
+    reports capability versions ``capabilities`` (None: none)."""
+    served = [version for version, _what in VERSIONS
+              if SERVED_WITH[version] in capabilities]
+    return served[-1] if served else None
 
 
-def check_compute(context, host, method):
-    """Refuse unless nova-compute on ``host`` serves ``method``.
+def _service_is_up(context, host):
+    try:
+        service = objects.Service.get_by_compute_host(context, host)
+    except nova_exception.ComputeHostNotFound:
+        return False
+    return servicegroup.API().service_is_up(service)
 
-    :param context: targeted at the server's cell (its message queue).
+
+def check_compute(context, instance, method, capabilities):
+    """Refuse unless the server's nova-compute serves ``method`` now.
+
+    No RPC: what the compute serves comes from the capability versions it
+    reports in Placement, whether it is up from Nova's servicegroup API.
+
+    :param context: targeted at the server's cell.
     :param method: :data:`ADD_METHOD` or :data:`REMOVE_METHOD`.
+    :param capabilities: the capability versions the server's compute node
+        reports (:func:`nova_cyborg.capability.check_attach`).
     :returns: the version cap to cast ``method`` with (:func:`cast`).
     :raises: OperationRefused (409) naming the host and why.
     """
-    try:
-        served = _client(context, host, timeout=CHECK_TIMEOUT).call(
-            context, 'version')
-    except messaging.MessagingTimeout:
-        raise exception.OperationRefused(reason=_(
-            'nova-compute on host %s did not answer: is it running?') % host)
-    except Exception as e:  # noqa: B902 (see _unsupported)
-        if not _unsupported(e):
-            raise
+    host = instance.host
+    served = served_by(capabilities)
+    if served is None:
         raise exception.OperationRefused(reason=_(
             'nova-compute on host %(host)s cannot attach or detach '
             'accelerators: it does not serve RPC namespace %(ns)s %(ver)s '
             '(it is not patched by nova-cyborg, or runs an older '
             'nova-cyborg). Upgrade it first.') % {
                 'host': host, 'ns': NAMESPACE, 'ver': BASE_VERSION})
+    if not _service_is_up(context, host):
+        raise exception.OperationRefused(reason=_(
+            'nova-compute on host %s is down: try again once it is up.') %
+            host)
     cap = version_cap(served)
     needed = METHOD_VERSIONS[method]
     if not serves(cap, needed):
@@ -345,9 +366,10 @@ class AcceleratorEndpoint(object):
     def version(self, context):
         """The version of the namespace this compute serves.
 
-        nova-api asks before it sets the task state of an action on a
-        server of this host: the periodic task looks for actions nothing
-        ends from now on (:func:`nova_cyborg.stuck_actions.announce`).
+        A nova-api of an older nova-cyborg asks before it sets the task
+        state of an action on a server of this host: the periodic task
+        looks for actions nothing ends from now on
+        (:func:`nova_cyborg.stuck_actions.announce`).
         """
         from nova_cyborg import stuck_actions
         stuck_actions.announce(self.manager)
@@ -363,8 +385,11 @@ class AcceleratorEndpoint(object):
         """Hand the action to the long-task pool, unless its cast is
         stale (:func:`current`): binding and the guest's hot plug may take
         up to ``[DEFAULT] arq_binding_timeout`` under the server's lock,
-        which must not hold one of the threads that answer RPC (nova-api's
-        version call among them)."""
+        which must not hold one of the threads that answer RPC."""
+        from nova_cyborg import stuck_actions
+        # From now on the periodic task looks for an action nothing ends
+        # (the work may wait for a thread of the pool).
+        stuck_actions.announce(self.manager)
         if not current(context, instance):
             LOG.warning('Ignoring %(method)s of request %(request)s: the '
                         'server has had a later action since (its task '

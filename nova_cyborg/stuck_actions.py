@@ -22,15 +22,18 @@ good. Two ways that happened with every service running again:
   without a handler running for it in this nova-compute.
 
 The periodic task reads the database only while an action may be set on
-a server of this host (:func:`announce`): since nova-api last asked this
-compute which RPC version it serves (it does before it sets the task state
-of every action, :func:`nova_cyborg.rpc.check_compute`), since a handler
-last ran, or since nova-compute found a server in one of those task
-states when it started (its settling at start may have failed); and until
-a look finds nothing left to settle once that is older than the timeout
-and a margin. A compute whose servers get no attach or detach does not
-query at all. (An action whose version call a nova-compute answered just
-before it stopped is settled when it starts again.)
+a server of this host (:func:`announce`): since a cast of an action
+reached this compute or a handler last ran, or since nova-compute found a
+server in one of those task states when it started (its settling at start
+may have failed); and until a look finds nothing left to settle once that
+is older than the timeout and a margin. A cast that never arrived
+announces nothing (nova-api makes no call to the compute,
+:mod:`nova_cyborg.rpc`): on a host whose compute node has child providers
+(devices that accelerators could be attached from, as the report client's
+cache last saw its provider tree; no I/O) the task also looks once every
+``stuck_accelerator_action_timeout`` seconds. A compute without devices
+does not query at all, and one whose servers get no attach or detach
+queries once per timeout.
 
 Settling is what a restarted nova-compute does
 (:func:`nova_cyborg.recovery.accelerator_action_interrupted`): a half-done
@@ -61,9 +64,10 @@ CONF = nova.conf.CONF
 _running = set()
 _lock = threading.Lock()
 #: Seconds after the timeout during which an announced action keeps the
-#: periodic task looking: nova-api sets the task state right after the
-#: version call (whose own timeout is 30 s).
+#: periodic task looking.
 MARGIN = 60
+#: When the periodic task last looked for a lost cast, per nova-compute.
+_looked = weakref.WeakKeyDictionary()
 #: When an action was last announced, per nova-compute (its manager: one
 #: process may run several, as the functional tests do); none: nothing to
 #: look for.
@@ -133,16 +137,23 @@ def settle_stuck(manager, context):
     ``[nova_cyborg] stuck_accelerator_action_timeout`` seconds that no
     handler of this nova-compute works on. No query unless an action was
     announced (:func:`announce`)."""
+    if not CONF.nova_cyborg.stuck_accelerator_action_interval:
+        return
+    timeout = CONF.nova_cyborg.stuck_accelerator_action_timeout
     with _lock:
         since = _announced.get(manager)
-    if since is None or not CONF.nova_cyborg.stuck_accelerator_action_interval:
+    if since is None and not _lost_cast_look_due(manager, timeout):
         return
     instances = objects.InstanceList.get_by_filters(
         context, {'host': manager.host, 'deleted': False,
                   'task_state': sorted(rpc.TASK_STATES.values())},
         expected_attrs=[])
-    timeout = CONF.nova_cyborg.stuck_accelerator_action_timeout
-    if not instances and timeutils.is_older_than(since, timeout + MARGIN):
+    if since is None:
+        if not instances:
+            return
+        # Keep looking every interval until they are settled.
+        announce(manager)
+    elif not instances and timeutils.is_older_than(since, timeout + MARGIN):
         with _lock:
             if _announced.get(manager) == since:
                 del _announced[manager]
@@ -155,3 +166,33 @@ def settle_stuck(manager, context):
                 instance.updated_at or instance.created_at, timeout):
             continue
         _settle(manager, context, instance.uuid, instance.task_state)
+
+
+def _lost_cast_look_due(manager, timeout):
+    """Whether to look for an action whose cast never arrived: once per
+    ``timeout`` on a host with devices (:func:`_has_devices`)."""
+    now = timeutils.utcnow()
+    with _lock:
+        last = _looked.get(manager)
+        if last is not None and not timeutils.is_older_than(last, timeout):
+            return False
+    if not _has_devices(manager):
+        return False
+    with _lock:
+        _looked[manager] = now
+    return True
+
+
+def _has_devices(manager):
+    """Whether one of this compute's nodes has child providers, as the
+    report client's cache last saw its provider tree (no I/O)."""
+    tree = getattr(manager.reportclient, '_provider_tree', None)
+    if tree is None:
+        return False
+    for node in list(manager.rt.compute_nodes.values()):
+        try:
+            if len(tree.get_provider_uuids(node.uuid)) > 1:
+                return True
+        except ValueError:  # not in the cache (yet)
+            continue
+    return False

@@ -196,12 +196,15 @@ addAccelerator and removeAccelerator actions nothing would end (see
 ``stuck_accelerator_action_timeout``). 0 disables the task: such an action
 then holds its server until nova-compute restarts.
 
-The task reads the database only while an action may be set on a server of
-its host: after nova-api asked this nova-compute which RPC version it serves
-(it does before every action), after an action's handler ran here, and after
+The task reads the database while an action may be set on a server of its
+host: after an action's cast reached this nova-compute, and after
 nova-compute found such an action when it started, until it finds nothing
-left to end. A compute whose servers get no attach or detach does not
-query. Read when nova-compute starts.
+left to end. To find a cast that never arrived it also looks once every
+``stuck_accelerator_action_timeout`` seconds on a host whose compute node
+has child providers (devices; as the report client's cache refreshed them
+last, every ``[compute] resource_provider_association_refresh`` seconds).
+A compute without devices does not query. Read when nova-compute
+starts.
 
 Related options:
 
@@ -249,12 +252,14 @@ UPGRADE_OPTS = [
 The newest version of nova-cyborg's RPC namespace nova-api sends to a
 nova-compute (the addAccelerator and removeAccelerator actions).
 
-``auto`` sends each compute at most the version it says it serves (nova-api
-asks it before every action). A version pins every compute to it during a
-rolling upgrade of nova-cyborg, as Nova's own ``[upgrade_levels] compute``
-does: an action that needs a newer version is refused with HTTP 409 until
-the pin is raised. Nova's minimum nova-compute service version cannot serve
-here: a compute patched by nova-cyborg and one that is not report the same.
+``auto`` sends each compute at most the version it serves, as the
+capability traits of its compute node in Placement say (nova-api reads them
+before every action; it makes no call to the compute). A version pins every
+compute to it during a rolling upgrade of nova-cyborg, as Nova's own
+``[upgrade_levels] compute`` does: an action that needs a newer version is
+refused with HTTP 409 until the pin is raised. Nova's minimum nova-compute
+service version cannot serve here: a compute patched by nova-cyborg and one
+that is not report the same.
 Set it in nova-api's configuration.
 """),
 ]

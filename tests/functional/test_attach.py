@@ -319,23 +319,26 @@ class MdevAttachTest(attach_base.AttachSteps, base.AcceleratorTestBase):
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
 
 
-class UnservedComputeTest(base.AcceleratorTestBase):
-    """A compute that does not serve the actions' RPC namespace."""
+class ComputeDownTest(attach_base.AttachSteps, base.AcceleratorTestBase):
+    """nova-api asks nothing of the compute (no blocking call): a compute
+    whose service is down, as Nova's servicegroup API sees it, is refused
+    before the task state is set."""
 
-    def test_a_compute_that_cannot_serve_the_action_is_named(self):
-        # As a compute not patched by nova-cyborg: no nova_cyborg endpoint.
-        with fixtures.MonkeyPatch('nova_cyborg.rpc.endpoints',
-                                  lambda manager: []):
-            self.start_accel_compute('compute1')
+    def test_a_compute_that_is_down_is_named(self):
+        self.start_accel_compute('compute1')
         dp, _flavor = self.create_profile_flavor(PROFILE)
         server = self.boot(self._create_flavor(name='plain'))
+        self.force_down('compute1', True)
         ex = self.assertRaises(
             client.OpenStackApiException, self.api.post_server_action,
             server['id'], {'addAccelerator': {'device_profile': dp}})
         self.assertEqual(409, ex.response.status_code)
-        self.assertIn('nova-compute on host compute1 cannot attach or '
-                      'detach accelerators: it does not serve RPC namespace '
-                      'nova_cyborg 1.0', str(ex))
+        self.assertIn('nova-compute on host compute1 is down: try again '
+                      'once it is up.', str(ex))
         server = self.api.get_server(server['id'])
         self.assertIsNone(server['OS-EXT-STS:task_state'])
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
+        # Up again, the owner's attach goes through.
+        self.force_down('compute1', False)
+        self.accelerator_action(self.api, server, 'addAccelerator', dp)
+        self.assertEqual(1, len(self.cyborg.list_arqs(server['id'])))

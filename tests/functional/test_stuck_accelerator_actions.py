@@ -65,6 +65,21 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         manager._settle_stuck_accelerator_actions(
             nova_context.get_admin_context())
 
+    def compute_sees_its_devices(self):
+        """A cast nova-compute never got announces nothing: its periodic
+        task looks for one on a host with devices, as its report client's
+        provider tree cache shows them (refreshed every
+        ``[compute] resource_provider_association_refresh`` seconds, here
+        1, by the resource tracker's periodic update)."""
+        self.flags(resource_provider_association_refresh=1, group='compute')
+        manager = self.computes['compute1'].manager
+
+        def sees():
+            manager.update_available_resource(
+                nova_context.get_admin_context())
+            return stuck_actions._has_devices(manager)
+        waits.wait_until(sees, 'nova-compute sees its devices')
+
     def event_recording_times_out_once(self, action):
         """The conductor's RPC that records the compute's event of
         ``action`` times out once, as right after a RabbitMQ restart."""
@@ -122,6 +137,7 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
                 return
             return real(*args, **kwargs)
         self.useFixture(fixtures.MonkeyPatch('nova_cyborg.rpc.cast', cast))
+        self.compute_sees_its_devices()
         self.owner_acts('addAccelerator', self.dp)
         self.assertEqual('adding_accelerator', self.task_state())
 
@@ -143,6 +159,7 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_cyborg.rpc.cast',
             lambda *args, **kwargs: held.append((args, kwargs))))
+        self.compute_sees_its_devices()
         self.owner_acts('addAccelerator', self.dp)
 
         def ended():

@@ -5,6 +5,7 @@ from unittest import mock
 
 import fixtures
 from nova import context as nova_context
+from nova import exception as nova_exception
 from nova import objects
 from nova import rpc as nova_rpc
 from nova import test
@@ -13,6 +14,7 @@ import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
+from nova_cyborg import capability
 from nova_cyborg.conf import nova_cyborg as nc_conf
 from nova_cyborg import exception
 from nova_cyborg import rpc
@@ -79,65 +81,80 @@ class VersionCapTest(test.NoDBTestCase):
 
 
 class CheckComputeTest(test.NoDBTestCase):
-    """nova-api asks the compute which version it serves, on the real
-    (in-memory) oslo.messaging bus of Nova's RPC fixture."""
+    """nova-api decides from the capability versions the compute reports
+    in Placement and from Nova's servicegroup API: no RPC call."""
 
     def setUp(self):
         super().setUp()
         rpc.reset_globals()
         self.addCleanup(rpc.reset_globals)
         self.context = nova_context.get_admin_context()
+        self.instance = objects.Instance(uuid=uuids.inst, host='compute1')
+        self.service = self.useFixture(fixtures.MockPatch(
+            'nova.objects.Service.get_by_compute_host')).mock
+        self.is_up = self.useFixture(fixtures.MockPatch(
+            'nova.servicegroup.API.service_is_up', return_value=True)).mock
+        self.call = self.useFixture(fixtures.MockPatchObject(
+            messaging.RPCClient, 'call')).mock
 
-    def serve(self, endpoints, host='compute1'):
-        server = nova_rpc.get_server(
-            messaging.Target(topic='compute', server=host), endpoints)
-        server.start()
-        self.addCleanup(server.wait)
-        self.addCleanup(server.stop)
+    def check(self, capabilities, method=rpc.ADD_METHOD):
+        return rpc.check_compute(self.context, self.instance, method,
+                                 capabilities)
 
-    def test_patched_compute_answers_its_version(self):
-        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
-        self.assertEqual('1.0', rpc.check_compute(self.context, 'compute1',
-                                                  rpc.ADD_METHOD))
+    def test_patched_compute_serves_the_version_of_its_capability(self):
+        self.assertEqual('1.0', self.check(['1.0', '1.1']))
+        self.service.assert_called_once_with(self.context, 'compute1')
+        self.is_up.assert_called_once_with(self.service.return_value)
+        self.call.assert_not_called()
 
     def test_unpatched_compute_refused(self):
-        class ComputeWithoutNovaCyborg(object):
-            target = messaging.Target(version='6.5')
-
-            def ping(self, context):
-                pass
-        self.serve([ComputeWithoutNovaCyborg()])
         error = self.assertRaises(exception.OperationRefused,
-                                  rpc.check_compute, self.context,
-                                  'compute1', rpc.ADD_METHOD)
+                                  self.check, [])
         self.assertIn('does not serve RPC namespace nova_cyborg 1.0',
                       error.format_message())
+        self.service.assert_not_called()
+
+    def test_compute_down_refused(self):
+        self.is_up.return_value = False
+        error = self.assertRaises(exception.OperationRefused,
+                                  self.check, ['1.0'])
+        self.assertEqual('nova-compute on host compute1 is down: try again '
+                         'once it is up.', error.format_message())
+        self.service.side_effect = nova_exception.ComputeHostNotFound(
+            host='compute1')
+        self.is_up.return_value = True
+        self.assertRaises(exception.OperationRefused, self.check, ['1.0'])
 
     def test_method_newer_than_the_compute_refused(self):
-        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
-        # This nova-api knows 1.1, the compute (older) answers 1.0.
+        # This nova-api knows 1.1, the compute (older) serves 1.0.
         with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
                 mock.patch.object(rpc, 'VERSION', '1.1'), \
-                mock.patch.object(rpc.AcceleratorEndpoint, 'version',
-                                  return_value='1.0'):
+                mock.patch.object(rpc, 'VERSIONS', rpc.VERSIONS + (
+                    ('1.1', 'new'),)), \
+                mock.patch.dict(rpc.SERVED_WITH, {'1.1': '1.2'}):
             error = self.assertRaises(exception.OperationRefused,
-                                      rpc.check_compute, self.context,
-                                      'compute1', rpc.ADD_METHOD)
+                                      self.check, ['1.0', '1.1'])
+            self.assertEqual('1.1', self.check(['1.0', '1.1', '1.2']))
         self.assertIn('cannot run add_accelerator: it needs RPC namespace '
                       'nova_cyborg 1.1; the compute serves 1.0 and '
                       '[upgrade_levels] nova_cyborg allows auto',
                       error.format_message())
 
     def test_pin_refuses_a_newer_method(self):
-        self.serve(rpc.endpoints(mock.Mock(host='compute1')))
         self.flags(nova_cyborg='1.0', group='upgrade_levels')
         with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
                 mock.patch.object(rpc, 'VERSION', '1.1'), \
-                mock.patch.object(rpc.AcceleratorEndpoint, 'version',
-                                  return_value='1.1'):
+                mock.patch.object(rpc, 'VERSIONS', rpc.VERSIONS + (
+                    ('1.1', 'new'),)), \
+                mock.patch.dict(rpc.SERVED_WITH, {'1.1': '1.2'}):
             self.assertRaises(exception.OperationRefused,
-                              rpc.check_compute, self.context, 'compute1',
-                              rpc.ADD_METHOD)
+                              self.check, ['1.0', '1.1', '1.2'])
+
+    def test_every_version_has_its_capability(self):
+        self.assertEqual({v for v, _what in rpc.VERSIONS},
+                         set(rpc.SERVED_WITH))
+        self.assertTrue(set(rpc.SERVED_WITH.values()) <= {
+            v for v, _what in capability.VERSIONS})
 
     def test_cast_carries_the_version_and_the_cap(self):
         instance = objects.Instance(uuid=uuids.inst, host='compute1')

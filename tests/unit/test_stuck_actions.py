@@ -4,6 +4,7 @@ import datetime
 from unittest import mock
 
 import fixtures
+from nova.compute import provider_tree
 from nova import context as nova_context
 from nova import objects
 from nova import test
@@ -15,6 +16,20 @@ import testtools
 from nova_cyborg.hooks import compute as compute_hooks
 from nova_cyborg import rpc
 from nova_cyborg import stuck_actions
+
+
+def _manager(host, devices=0):
+    """A nova-compute whose node has ``devices`` child providers in its
+    report client's provider tree cache."""
+    manager = mock.Mock(host=host)
+    node = objects.ComputeNode(uuid=getattr(uuids, host))
+    tree = provider_tree.ProviderTree()
+    tree.new_root(host, node.uuid)
+    for index in range(devices):
+        tree.new_child('%s_dev%d' % (host, index), node.uuid)
+    manager.reportclient._provider_tree = tree
+    manager.rt.compute_nodes = {host: node}
+    return manager
 
 
 def _instance(uuid, task_state, age):
@@ -30,7 +45,7 @@ class StuckActionsTest(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.context = nova_context.get_admin_context()
-        self.manager = mock.Mock(host='compute1')
+        self.manager = _manager('compute1')
         self.flags(stuck_accelerator_action_timeout=300, group='nova_cyborg')
         stuck_actions.announce(self.manager)
 
@@ -101,10 +116,60 @@ class StuckActionsTest(test.NoDBTestCase):
         stuck_actions._announced.pop(self.manager, None)
         stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_not_called()
-        # nova-api asks the compute's version before it sets a task state.
+        # A nova-api of an older nova-cyborg asks the compute's version
+        # before it sets a task state.
         rpc.AcceleratorEndpoint(self.manager).version(self.context)
         stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_called_once()
+
+    @mock.patch.object(rpc, 'current', return_value=True)
+    @mock.patch('nova_cyborg.compat.spawn_long_task')
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_cast_announces_before_its_work_starts(
+            self, get_by_filters, spawn, current, get, settle):
+        stuck_actions._announced.pop(self.manager, None)
+        rpc.AcceleratorEndpoint(self.manager).add_accelerator(
+            self.context, _instance(uuids.inst, rpc.ADDING, 0), 'dp')
+        spawn.assert_called_once()
+        self.assertIn(self.manager, stuck_actions._announced)
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters')
+    def test_host_with_devices_looks_for_lost_casts_once_per_timeout(
+            self, get_by_filters, get, settle):
+        # No cast arrived, nothing announced: a host with devices looks
+        # once per timeout, one without never does.
+        manager = _manager('compute3', devices=2)
+        self.addCleanup(stuck_actions._looked.pop, manager, None)
+        self.addCleanup(stuck_actions._announced.pop, manager, None)
+        get_by_filters.return_value = []
+        start = timeutils.utcnow()
+        self.at(start)
+        stuck_actions.settle_stuck(manager, self.context)
+        stuck_actions.settle_stuck(manager, self.context)
+        self.at(start + datetime.timedelta(seconds=299))
+        stuck_actions.settle_stuck(manager, self.context)
+        self.assertEqual(1, get_by_filters.call_count)
+        self.assertNotIn(manager, stuck_actions._announced)
+        # A cast lost: found on the next look, settled once old enough,
+        # looked for every interval meanwhile.
+        lost = _instance(uuids.lost, rpc.ADDING, 0)
+        get_by_filters.return_value = [lost]
+        self.at(start + datetime.timedelta(seconds=301))
+        stuck_actions.settle_stuck(manager, self.context)
+        self.assertIn(manager, stuck_actions._announced)
+        settle.assert_not_called()
+        lost.updated_at = start - datetime.timedelta(seconds=10)
+        get.return_value = lost
+        self.at(start + datetime.timedelta(seconds=302))
+        stuck_actions.settle_stuck(manager, self.context)
+        settle.assert_called_once_with(manager, self.context, lost)
+        self.assertEqual(3, get_by_filters.call_count)
+        without = _manager('compute4')
+        for seconds in (0, 400, 800):
+            self.at(start + datetime.timedelta(seconds=seconds))
+            stuck_actions.settle_stuck(without, self.context)
+        self.assertEqual(3, get_by_filters.call_count)
 
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        return_value=[])
@@ -170,7 +235,7 @@ class StuckActionsTest(test.NoDBTestCase):
                        return_value=[])
     def test_each_compute_looks_for_its_own(self, get_by_filters, get,
                                             settle):
-        other = mock.Mock(host='compute2')
+        other = _manager('compute2')
         stuck_actions.settle_stuck(other, self.context)
         get_by_filters.assert_not_called()
         rpc.AcceleratorEndpoint(other).version(self.context)
