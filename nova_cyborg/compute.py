@@ -12,7 +12,9 @@ device profile asks for (nova_cyborg.function_check); otherwise the build
 fails with a fault that names the ARQ or the functions and the reason.
 The ARQs are read again after the wait only if some were not resolved yet
 when it began (as upstream does): a boot whose binding Cyborg finished
-first costs one read, not two.
+first costs one read, not two. For a build, rebuild or unshelve, what was
+read is handed to the guest's start check of the same request
+(nova_cyborg.handoff), which does not read it again.
 """
 
 from oslo_log import log as logging
@@ -26,6 +28,7 @@ from nova_cyborg.bookkeeping import arq_owner
 from nova_cyborg import client as nc_client
 from nova_cyborg import exception
 from nova_cyborg import function_check
+from nova_cyborg import handoff
 from nova_cyborg.i18n import _
 
 LOG = logging.getLogger(__name__)
@@ -119,11 +122,15 @@ def check_bound(arqs, arq_uuids):
     return result
 
 
-def get_bound_arqs(virtapi, context, instance, arq_uuids):
+def get_bound_arqs(virtapi, context, instance, arq_uuids, hand_off=False):
     """Wait for the binding of the instance's ARQs; return them, checked.
 
     :param arq_uuids: the ARQs the conductor bound, or None for all the
         instance's ARQs.
+    :param hand_off: True where the guest is spawned next in this request
+        (a build, rebuild, evacuation, unshelve): the ARQs read here go to
+        its start check (nova_cyborg.handoff), which does not read them
+        again.
     :returns: the ARQ dicts, each Bound with a validated attach handle, on
         a device holding the function its profile asks for.
     :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
@@ -138,8 +145,11 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
     arqs = _wait(virtapi, cyclient, instance, arq_uuids)
     if arqs is None:
         arqs = cyclient.get_arqs_for_instance(arq_owner(instance))
+    read = arqs
     arqs = check_bound(arqs, arq_uuids)
     function_check.check(context, instance, arqs)
+    if hand_off:
+        handoff.keep(context, instance.uuid, read)
     LOG.info('Accelerator requests %s are bound', ','.join(arq_uuids),
              instance=instance)
     return arqs

@@ -47,8 +47,12 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
     :returns: the ARQ dicts, each Bound with a validated attach handle.
     :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
         InvalidAttachHandle, CyborgError, FunctionCheckFailed
+
+    The build, rebuild (evacuation) and unshelve that call it spawn the
+    guest next: what was read goes to its start check (nova_cyborg.handoff).
     """
-    return compute.get_bound_arqs(virtapi, context, instance, arq_uuids)
+    return compute.get_bound_arqs(virtapi, context, instance, arq_uuids,
+                                  hand_off=True)
 
 
 def build_failure(instance, exc):

@@ -45,6 +45,7 @@ from nova_cyborg import bookkeeping
 from nova_cyborg import client as nc_client
 from nova_cyborg import conf
 from nova_cyborg import exception
+from nova_cyborg import handoff
 from nova_cyborg.i18n import _
 from nova_cyborg.objects import accelerator_request as arq_obj
 from nova_cyborg.virt import domain_devices as dd
@@ -83,11 +84,16 @@ def _here(driver, instance):
 
 
 def _bound_here(context, driver, instance):
-    """The validated ARQs of the instance Bound to this host."""
+    """The validated ARQs of the instance Bound to this host: those the
+    compute manager read for this request when it waited for their
+    binding (a build, rebuild, evacuation or unshelve:
+    nova_cyborg.handoff), else read now."""
     if not bookkeeping.has_accelerators(instance):
         return []
-    arqs = nc_client.get_client(context).get_arqs_for_instance(
-        bookkeeping.arq_owner(instance))
+    arqs = handoff.take(context, instance.uuid)
+    if arqs is None:
+        arqs = nc_client.get_client(context).get_arqs_for_instance(
+            bookkeeping.arq_owner(instance))
     here = _here(driver, instance)
     return nc_libvirt.validated(
         [arq for arq in arqs

@@ -2,10 +2,19 @@
 
 Upstream Nova asks Cyborg 4 times for a boot (the profile at the API, the
 ARQs' creation and bind at the conductor, their read at the compute) and
-once for a delete. nova-cyborg asks no more: what one service read travels
-instead of being read again, and a delete asks under the alias of a
+once for a delete. nova-cyborg reads nothing twice in one service: the
+ARQs nova-compute read when it waited for their binding go to the guest's
+start check (nova_cyborg.handoff), and a delete asks under the alias of a
 server only when its system metadata shows a live migration's traces
 (nova_cyborg.bookkeeping.holders).
+
+One call more than upstream's is left: nova-compute reads the device
+profile before the guest starts, to check that the card holds the FPGA
+function the profile's group asks for (nova_cyborg.function_check).
+Only nova-api reads the profile before, and nothing it keeps (the request
+spec's request groups, the instance) carries a group's ``accel:*``
+properties to nova-compute; a cache in nova-compute would check a guest
+against a profile since deleted and created again under its name.
 """
 
 from tests.functional import base  # noqa: I100 (Nova's monkey_patch first)
@@ -21,8 +30,23 @@ class CyborgCallsTest(base.AcceleratorTestBase):
     def setUp(self):
         super().setUp()
         self.start_accel_compute('compute1')
-        _name, self.flavor = self.create_profile_flavor(PROFILE)
+        self.dp, self.flavor = self.create_profile_flavor(PROFILE)
         self.calls = self.useFixture(cyborg_calls.CyborgCalls())
+
+    def test_boot_reads_nothing_twice(self):
+        server = self.boot(self.flavor)
+        profile = ('GET', '/device_profiles', (('name', self.dp),))
+        self.assertEqual(sorted([
+            # nova-api: the request groups.
+            profile,
+            # nova-conductor: create, bind.
+            ('POST', ARQS, ()),
+            ('PATCH', ARQS, ()),
+            # nova-compute: the bound ARQs (their attach handles), once
+            # for the wait and the guest's start check; the profile for
+            # the function check.
+            ('GET', ARQS, (('instance', server['id']),)),
+            profile]), sorted(self.calls.take()))
 
     def test_delete_asks_cyborg_once(self):
         server = self.boot(self.flavor)

@@ -16,6 +16,7 @@ from nova_cyborg import allocations
 from nova_cyborg import compute
 from nova_cyborg import exception
 from nova_cyborg import function_check
+from nova_cyborg import handoff
 from tests.unit import test_client
 
 QUERY = test_client.ARQS + '?instance=' + uuids.inst
@@ -71,6 +72,33 @@ class GetBoundArqsTest(test_client.ClientTestBase):
         arqs = [bound(uuids.a0)]
         self.answer(arqs, arqs)
         self.assertEqual(arqs, self.get())
+
+    def test_arqs_read_are_handed_to_the_guests_start_check(self):
+        # What was read (every ARQ of the server, not only those checked)
+        # goes to nova_cyborg.virt.guard for this request, once.
+        self.addCleanup(handoff._KEPT.clear)
+        arqs = [bound(uuids.a0), bound(uuids.a1, hostname='h2')]
+        self.answer(arqs)
+        compute.get_bound_arqs(self.virtapi, self.context, self.instance,
+                               [uuids.a0], hand_off=True)
+        self.assertEqual(arqs, handoff.take(self.context, uuids.inst))
+        self.assertIsNone(handoff.take(self.context, uuids.inst))
+
+    def test_nothing_handed_over_unless_asked(self):
+        # A move's wait (nova_cyborg.move): its later steps may change
+        # the ARQs before the guest starts.
+        self.addCleanup(handoff._KEPT.clear)
+        self.answer([bound(uuids.a0)])
+        self.get()
+        self.assertIsNone(handoff.take(self.context, uuids.inst))
+
+    def test_nothing_handed_over_when_the_check_fails(self):
+        self.addCleanup(handoff._KEPT.clear)
+        self.answer([bound(uuids.a0, state='BindFailed')])
+        self.assertRaises(exception.AcceleratorRequestNotBound,
+                          compute.get_bound_arqs, self.virtapi, self.context,
+                          self.instance, [uuids.a0], hand_off=True)
+        self.assertIsNone(handoff.take(self.context, uuids.inst))
 
     def test_waits_for_event(self):
         self.answer([], [bound(uuids.a0)])

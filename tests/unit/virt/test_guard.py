@@ -11,6 +11,7 @@ import testtools
 
 from nova_cyborg import conf
 from nova_cyborg import exception
+from nova_cyborg import handoff
 from nova_cyborg.virt import domain_devices as dd
 from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
@@ -220,6 +221,30 @@ class CheckedXmlTestCase(testtools.TestCase):
         self.assertIs(xml, self.check(xml))
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             fakes.INSTANCE_UUID)
+
+    def test_arqs_handed_over_by_the_wait_are_not_read_again(self):
+        # The build's wait for the binding read them for this request
+        # (nova_cyborg.handoff): the spawn's check takes them, once.
+        self.with_profile()
+        self.addCleanup(handoff._KEPT.clear)
+        handoff.keep(self.context, fakes.INSTANCE_UUID, [fakes.pci_arq()])
+        xml = domain(hostdev(ACCEL))
+        self.assertIs(xml, self.check(xml))
+        self.cyclient.get_arqs_for_instance.assert_not_called()
+        # Another start of the guest reads them.
+        self.assertIs(xml, self.check(xml))
+        self.cyclient.get_arqs_for_instance.assert_called_once_with(
+            fakes.INSTANCE_UUID)
+
+    def test_arqs_handed_over_are_checked_as_read_ones(self):
+        # An ARQ handed over that is no longer Bound here gives nothing.
+        self.with_profile()
+        self.addCleanup(handoff._KEPT.clear)
+        handoff.keep(self.context, fakes.INSTANCE_UUID,
+                     [dict(fakes.pci_arq(), hostname='compute-2')])
+        self.assertEqual(set(), dd.keys_in(self.check(
+            domain(hostdev(ACCEL)))))
+        self.cyclient.get_arqs_for_instance.assert_not_called()
 
     def test_arq_bound_elsewhere_or_unbound_gives_nothing_here(self):
         self.with_profile()
