@@ -166,6 +166,13 @@ class Sidecar:
             LOG.exception('Finishing interrupted programming jobs failed; '
                           'retried next cycle')
         try:
+            # Before the report: the FPGA functions of Bound ARQs a host
+            # reboot took are loaded again before Nova starts the guests.
+            self.programs.restore_functions()
+        except Exception:
+            LOG.exception('Loading the FPGA functions of Bound ARQs again '
+                          'failed; retried next cycle')
+        try:
             # Before the report: vGPU 17 types a host reboot took are
             # written back before Nova starts the guests using them.
             self.mdevs.housekeeping()

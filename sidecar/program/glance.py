@@ -63,6 +63,28 @@ class ImageClient:
             raise self._error(image_id, 'Glance sent metadata that is not '
                               'JSON')
 
+    def find_by_function(self, function_id):
+        """The metadata of the one image whose ``accel:function_id`` is
+        ``function_id`` (``GET /v2/images?accel:function_id=...``), as
+        cyborg-conductor looks a device profile's function up at bind
+        (``FPGAExtARQ._get_bitstream_md_from_function_id``): none or
+        several is a BitstreamError."""
+        resp = self._get(function_id, '/v2/images',
+                         params={FUNCTION_ID_PROPERTY: function_id})
+        try:
+            images = resp.json()['images']
+        except (ValueError, KeyError, TypeError):
+            images = None
+        if not isinstance(images, list):
+            raise self._error(function_id, 'Glance sent no image list')
+        images = [i for i in images if isinstance(i, dict) and
+                  i.get(FUNCTION_ID_PROPERTY) == function_id]
+        if len(images) != 1:
+            raise self._error(function_id, '%d images have accel:function_id '
+                              '%s; one is needed to load it' % (
+                                  len(images), function_id))
+        return images[0]
+
     def download(self, image_id, dest_path, metadata=None):
         """Download the image's data to ``dest_path``; return its metadata.
 

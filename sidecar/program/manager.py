@@ -38,6 +38,7 @@ from oslo_log import log as logging
 from oslo_utils import uuidutils
 
 from sidecar import exception
+from sidecar.program import fpga_restore
 from sidecar.program import promises
 from sidecar.report import reporter as report
 
@@ -98,8 +99,10 @@ def held_if_free(lock):
         lock.release()
 
 
-class ProgramManager:
-    """Serve ``fpga_program`` for the FPGAs this host reported."""
+class ProgramManager(fpga_restore.Reprogrammer):
+    """Serve ``fpga_program`` for the FPGAs this host reported; load the
+    functions of Bound ARQs again after a host reboot
+    (:meth:`restore_functions`)."""
 
     def __init__(self, host, inventory, programmer, images, placement,
                  domains, journal, cyborg, clock=time.time, holds=None):
@@ -110,6 +113,7 @@ class ProgramManager:
         self._placement = placement
         self._domains = domains
         self._journal = journal
+        self._cyborg = cyborg
         self._promises = promises.PromiseChecker(placement, cyborg, images)
         self._clock = clock
         self._holds = holds

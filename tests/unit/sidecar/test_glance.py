@@ -134,6 +134,22 @@ class ImageClientTest(testtools.TestCase):
         self.assertIsNone(self.client.function_id({'id': IMAGE}))
         self.assertIsNone(self.client.function_id(None))
 
+    def test_find_by_function(self):
+        # As cyborg-conductor looks a profile's accel:function_id up.
+        url = ENDPOINT + '/v2/images'
+        self.requests.get(url, json={'images': [_meta()]})
+        self.assertEqual(_meta(), self.client.find_by_function('AAAA1111'))
+        self.assertEqual({'accel:function_id': ['aaaa1111']},
+                         self.requests.last_request.qs)
+        for images in ([], [_meta(), _meta(id='other')],
+                       [_meta(**{'accel:function_id': 'BBBB'})]):
+            self.requests.get(url, json={'images': images})
+            self.assertFails('images have accel:function_id AAAA1111',
+                             self.client.find_by_function, 'AAAA1111')
+        self.requests.get(url, json={'images': 'no'})
+        self.assertFails('no image list', self.client.find_by_function,
+                         'AAAA1111')
+
     # download -------------------------------------------------------------
 
     def test_download(self):

@@ -56,6 +56,18 @@ class CycleTest(testtools.TestCase):
         self.reconciler.converge.assert_called_once_with(
             ROOT, self.devices, report_again=mock.ANY)
 
+    def test_fpga_functions_restored_before_the_report(self):
+        order = []
+        self.programs.restore_functions.side_effect = (
+            lambda: order.append('restore'))
+        self.reporter.report.side_effect = (
+            lambda *a, **kw: order.append('report'))
+        self.sidecar.run_cycle()
+        self.assertEqual(['restore', 'report'], order)
+        # A failure is logged; the cycle goes on.
+        self.programs.restore_functions.side_effect = RuntimeError('boom')
+        self.assertTrue(self.sidecar.run_cycle())
+
     def test_guest_watch_each_cycle(self):
         self.sidecar.watch = mock.Mock()
         self.assertTrue(self.sidecar.run_cycle())
