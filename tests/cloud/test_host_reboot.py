@@ -38,9 +38,10 @@ its allocations as before, its device on the host (the FPGA VF on
 the owner has deleted them, nothing is left: no domain, ARQ, allocation
 or mdev.
 
-The same with an FPGA port whose profile names a bitstream (its port must
-be loaded with the server's function again before the guest starts) is
-a known defect, skipped (:data:`FUNCTION_DEFECT`).
+The same with an FPGA port whose profile names a bitstream: its port is
+loaded with the server's function again before the guest starts (the
+sidecar does it for each Bound ARQ once it starts, before its first
+report: :mod:`sidecar.program.fpga_restore`).
 """
 
 import glob
@@ -58,17 +59,6 @@ from tests.cloud import churn
 RUNNING, SHUTDOWN = 1, 4
 FUNCTION_ID_PROPERTY = 'accel:function_id'
 FUNCTION_TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
-#: Measured 2026-11-29 (this test without its skip): after the reboot the
-#: port under the server's VF holds its card's default function (its
-#: ``afu_id`` all zeros) and its provider has no function trait; nothing
-#: loads the server's function again, so nova_cyborg.function_check, which
-#: reads that trait, has no function to find when the guest is started.
-FUNCTION_DEFECT = (
-    'known defect (issue 39): after a host reboot nothing programs an FPGA '
-    'port again with the function of the Bound ARQ that holds it '
-    '(cyborg-conductor programs only at bind; the sidecar restores vGPU '
-    '17 types and mdevs, not FPGA functions): the port holds its card\'s '
-    'default function when the guest is started again')
 #: A VF of the hosts' plain PFs.
 VF_GROUPS = [{'resources:%s' % configs.MIGRATABLE_RC: '1'}]
 
@@ -283,7 +273,6 @@ class HostRebootTest(base.CloudTestCase):
         """An FPGA port whose profile names a bitstream, with a VF and an
         mdev vGPU: the port is loaded with the server's function again
         before its guest starts."""
-        self.skipTest(FUNCTION_DEFECT)
         function_id = uuidlib.uuid4().hex
         self.reboot_under(self._profile_of([{
             'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required',
