@@ -59,3 +59,43 @@ class ExpectedDifferencesTest(testtools.TestCase):
         with open(path) as f:
             self.assertEqual('^nova\\.tests\\.unit\\.a\\.B(?:[.(\\[]|$) # '
                              'why  not\n', f.read())
+
+    def test_the_nova33_list_reads(self):
+        path = os.path.join(os.path.dirname(RUN_PY),
+                            'expected-differences-nova33.txt')
+        for test_id, reason in self.run_py.read_differences(path):
+            self.assertTrue(test_id.startswith('nova.tests.unit.'), test_id)
+            self.assertTrue(reason)
+
+    def _main(self, *argv):
+        calls = []
+        self.useFixture(fixtures.MockPatchObject(
+            self.run_py, 'nova_site_packages', return_value=self.dir))
+        self.useFixture(fixtures.MockPatchObject(
+            self.run_py.subprocess, 'check_call'))
+        self.useFixture(fixtures.MockPatchObject(
+            self.run_py.subprocess, 'call',
+            side_effect=lambda cmd, cwd: calls.append(cmd) or 0))
+        work_dir = os.path.join(self.dir, 'work')
+        self.assertEqual(0, self.run_py.main(
+            ['--work-dir', work_dir] + list(argv)))
+        with open(os.path.join(work_dir, 'exclude-list.txt')) as f:
+            return calls[0], f.read()
+
+    def test_expected_lists_are_read_together(self):
+        first = self._write('nova.tests.unit.a.B.test_c  # one\n')
+        second = os.path.join(self.dir, 'second.txt')
+        with open(second, 'w') as f:
+            f.write('# none here\nnova.tests.unit.d.E  # two\n')
+        cmd, excluded = self._main('--expected', first, '--expected', second)
+        self.assertEqual(['^nova\\.tests\\.unit\\.a\\.B\\.test_c(?:[.(\\[]|$)'
+                          ' # one',
+                          '^nova\\.tests\\.unit\\.d\\.E(?:[.(\\[]|$) # two'],
+                         excluded.splitlines())
+        self.assertIn(self.run_py.CI_SUBSET, cmd)
+
+    def test_without_expected_the_projects_list_is_read(self):
+        cmd, excluded = self._main()
+        self.assertEqual(
+            len(self.run_py.read_differences(self.run_py.EXPECTED)),
+            len(excluded.splitlines()))
