@@ -73,3 +73,15 @@ class AcceleratorClient:
     def all_arqs(self):
         """Every ARQ of every project (the service user is an admin)."""
         return self._get('/accelerator_requests', 'arqs')
+
+
+def bound_arqs(cyborg, host):
+    """The Bound ARQs of ``host`` (as their ``hostname`` says) that
+    ``cyborg`` (an :class:`AcceleratorClient`) reads: what the restorers
+    after a host reboot put back.
+
+    :raises: SidecarError when Cyborg cannot be read.
+    """
+    return [arq for arq in cyborg.all_arqs()
+            if isinstance(arq, dict) and arq.get('state') == 'Bound'
+            and arq.get('hostname') == host]

@@ -36,12 +36,11 @@ check before spawn refuses to start the guest on the wrong function.
 from oslo_log import log as logging
 
 from sidecar import exception
+from sidecar.program import cyborg as cyborg_api
 from sidecar.program import promises
 from sidecar.report import reporter as report
 
 LOG = logging.getLogger(__name__)
-
-BOUND = 'Bound'
 
 
 class _Skip(Exception):
@@ -66,15 +65,12 @@ class Reprogrammer:
         with the function its device profile group asks, where it does
         not hold it. Returns True when nothing is left to do."""
         try:
-            arqs = self._cyborg.all_arqs()
+            arqs = cyborg_api.bound_arqs(self._cyborg, self._host)
         except exception.SidecarError as exc:
             LOG.warning('Cannot read the ARQs (%s): the FPGA functions of '
                         'Bound ARQs are checked next cycle', exc)
             return False
-        bound = [arq for arq in arqs if isinstance(arq, dict) and
-                 arq.get('state') == BOUND and
-                 arq.get('hostname') == self._host and
-                 arq.get('device_rp_uuid')]
+        bound = [arq for arq in arqs if arq.get('device_rp_uuid')]
         if not bound:
             return True
         try:

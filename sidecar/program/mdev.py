@@ -22,6 +22,7 @@ from oslo_utils import uuidutils
 from sidecar import exception
 from sidecar import model
 from sidecar import privileged
+from sidecar.program import cyborg as cyborg_api
 
 LOG = logging.getLogger(__name__)
 
@@ -65,17 +66,14 @@ class MdevManager:
         nothing is left to create; an mdev the kernel refuses now is
         logged and tried again next cycle."""
         try:
-            arqs = self._cyborg.all_arqs()
+            arqs = cyborg_api.bound_arqs(self._cyborg, self._host)
         except exception.SidecarError as exc:
             LOG.warning('Cannot read the ARQs (%s): the mdevs of Bound '
                         'ARQs are restored next cycle', exc)
             return False
         done = True
         for arq in arqs:
-            if not isinstance(arq, dict) or (
-                    arq.get('state') != 'Bound' or
-                    arq.get('hostname') != self._host or
-                    arq.get('attach_handle_type') != 'MDEV'):
+            if arq.get('attach_handle_type') != 'MDEV':
                 continue
             info = arq.get('attach_handle_info') or {}
             ah_uuid = str(arq.get('attach_handle_uuid')).lower()
