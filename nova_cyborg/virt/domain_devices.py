@@ -2,7 +2,8 @@
 through, and edits of that list. Pure data: no libvirt, no service.
 
 A device is named by its key: ``('pci', (domain, bus, slot, function))``
-with integers, however the XML spells the hex (``0x0000`` or ``0000``), or
+with integers, read from the XML as libvirt reads them (``0x`` hex, a
+leading ``0`` octal, else decimal), or
 ``('mdev', '<uuid>')`` in lower case. Only ``<hostdev>`` elements directly
 under ``<devices>`` count: an ``<interface type='hostdev'>`` is Nova's
 own SR-IOV port, described by its network info, never an accelerator.
@@ -20,11 +21,20 @@ class UnreadableDomain(ValueError):
     """The domain XML (or one of its hostdevs) cannot be read."""
 
 
-def _hex(address, name):
+def _uint(address, name):
+    """An address attribute as libvirt reads it (``virXMLPropUInt`` with
+    base 0, as ``virPCIDeviceAddressParseXML`` asks: ``strtoul``'s rules):
+    ``0x`` hex, a leading ``0`` octal, else decimal. libvirt writes
+    ``0x`` hex; what it would read otherwise is read the same here."""
     text = address.get(name)
     try:
-        return int(text, 16)
-    except (TypeError, ValueError):
+        text = text.strip()
+        if text[:2].lower() == '0x':
+            return int(text[2:], 16)
+        if len(text) > 1 and text.startswith('0'):
+            return int(text[1:], 8)
+        return int(text, 10)
+    except (AttributeError, TypeError, ValueError):
         raise UnreadableDomain(_('hostdev address %(name)s is %(value)r')
                                % {'name': name, 'value': text})
 
@@ -37,7 +47,7 @@ def key_of(hostdev):
     if kind == PCI:
         if address is None:
             raise UnreadableDomain(_('PCI hostdev without an address'))
-        return PCI, tuple(_hex(address, part) for part in
+        return PCI, tuple(_uint(address, part) for part in
                           ('domain', 'bus', 'slot', 'function'))
     if kind == MDEV:
         uuid = address.get('uuid') if address is not None else None
@@ -108,7 +118,7 @@ def interface_keys(root):
         address = interface.find('./source/address')
         if address is None or address.get('type', PCI) != PCI:
             continue
-        found.add((PCI, tuple(_hex(address, part) for part in
+        found.add((PCI, tuple(_uint(address, part) for part in
                               ('domain', 'bus', 'slot', 'function'))))
     return found
 

@@ -19,7 +19,7 @@ from tests.unit.objects import test_accelerator_request as fakes
 
 ACCEL = ('0x0000', '0x0c', '0x00', '0x2')
 STRAY = ('0x0000', '0x81', '0x01', '0x1')
-NOVA_PCI = ('0000', '81', '00', '3')
+NOVA_PCI = ('0x0000', '0x81', '0x00', '0x3')
 
 
 def hostdev(address):
@@ -44,9 +44,11 @@ def domain(*devices):
 
 class DomainDevicesTestCase(testtools.TestCase):
 
-    def test_keys_however_the_hex_is_written(self):
-        for address in (ACCEL, ('0', 'c', '0', '2'), ('0x0', '0xC', '0', '2'),
-                        ('0000', '0c', '00', '2')):
+    def test_keys_as_libvirt_reads_the_address(self):
+        # 0x hex however padded or cased; without 0x, decimal (or octal
+        # after a leading 0), as libvirt's strtoul with base 0.
+        for address in (ACCEL, ('0x0', '0xC', '0', '2'),
+                        ('0', '12', '0', '2'), ('0000', '014', '00', '2')):
             self.assertEqual({('pci', (0, 0x0c, 0, 2))},
                              dd.keys_in(domain(hostdev(address))), address)
 
