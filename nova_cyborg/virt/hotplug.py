@@ -7,10 +7,12 @@ asks the virt driver, through two methods the series adds to Nova's
 ``detach_accelerators``, ``NotImplementedError`` by default), to give the
 guest the devices. ``LibvirtDriver`` answers with this module:
 
-* a running guest: the PCI functions of the given ARQs are plugged into
-  (or unplugged from) the domain and its persistent definition, so every
-  later start keeps the change;
-* a guest that is not running: its definition, if there is one, is made
+* a running guest (Nova's state ACTIVE and libvirt's domain running): the
+  PCI functions of the given ARQs are plugged into (or unplugged from) the
+  domain and its persistent definition, so every later start keeps the
+  change;
+* a guest that is not running (also one that shut itself down under an
+  ACTIVE server): its definition, if there is one, is made
   to hold exactly the devices the server is given now
   (:func:`nova_cyborg.virt.guard.checked_guest`); the caller has recorded
   the change first. A server without a definition gets its devices when
@@ -24,10 +26,26 @@ from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
 
 
-def _redefine(driver, context, instance, action):
+def _guest(driver, instance):
+    """The server's libvirt guest, or None without a definition."""
     try:
-        guest = driver._host.get_guest(instance)
+        return driver._host.get_guest(instance)
     except nova_exception.InstanceNotFound:
+        return None
+
+
+def _running(instance, guest):
+    """Whether to plug into the live domain: Nova's state says ACTIVE and
+    the domain runs now, as libvirt says (a guest that shut itself down
+    under an ACTIVE server has no live domain to plug into: libvirt
+    refuses with "domain is not running", and its definition is what its
+    next start uses)."""
+    return (instance.vm_state == vm_states.ACTIVE and guest is not None and
+            guest.is_active())
+
+
+def _redefine(driver, context, instance, guest, action):
+    if guest is None:
         # No definition (yet): the next start builds the guest from the
         # server's ARQs.
         return
@@ -41,11 +59,11 @@ def attach(driver, context, instance, accel_info):
     :raises: InvalidAttachHandle before anything is plugged,
         GuestDevicesUnchecked, libvirt's errors.
     """
-    if instance.vm_state == vm_states.ACTIVE:
-        nc_libvirt.attach_pci_hostdevs(driver._host.get_guest(instance),
-                                       accel_info, persistent=True)
+    guest = _guest(driver, instance)
+    if _running(instance, guest):
+        nc_libvirt.attach_pci_hostdevs(guest, accel_info, persistent=True)
     else:
-        _redefine(driver, context, instance, 'addAccelerator')
+        _redefine(driver, context, instance, guest, 'addAccelerator')
 
 
 def detach(driver, context, instance, accel_info):
@@ -55,8 +73,8 @@ def detach(driver, context, instance, accel_info):
     :raises: InvalidAttachHandle, PciDeviceDetachFailed (a device the
         guest did not let go of), GuestDevicesUnchecked.
     """
-    if instance.vm_state == vm_states.ACTIVE:
-        nc_libvirt.detach_pci_hostdevs(driver._host.get_guest(instance),
-                                       accel_info, persistent=True)
+    guest = _guest(driver, instance)
+    if _running(instance, guest):
+        nc_libvirt.detach_pci_hostdevs(guest, accel_info, persistent=True)
     else:
-        _redefine(driver, context, instance, 'removeAccelerator')
+        _redefine(driver, context, instance, guest, 'removeAccelerator')

@@ -218,19 +218,32 @@ def attach_pci_hostdevs(guest, accel_info, persistent=False):
     Devices the domain already has are left alone, so this is safe after
     a restore whose saved domain kept them. addAccelerator passes
     ``persistent``: the definition gets them too, so that every later
-    start keeps them.
+    start keeps them; each of the two gets only what it lacks (libvirt
+    refuses the whole call for a device already in the definition, "already
+    in the domain configuration", or already live).
 
     :param guest: a nova.virt.libvirt.guest.Guest.
     :raises: InvalidAttachHandle before anything is plugged.
     """
     arqs = _validate(accel_info)
-    present = {_hex_key(parts) for parts in _pci_addresses(guest)}
+    live = {_hex_key(parts) for parts in _pci_addresses(guest)}
+    saved = None
     for arq in arqs:
         if arq.attach_type != arq_obj.ATTACH_TYPE_PCI:
             continue
         dev = _hostdev(arq.attach_handle)
-        if _hex_key((dev.domain, dev.bus, dev.slot, dev.function)) in present:
+        key = _hex_key((dev.domain, dev.bus, dev.slot, dev.function))
+        if persistent and saved is None:
+            saved = {value for _kind, value in domain_devices.keys_in(
+                guest.get_xml_desc(dump_inactive=True))}
+        to_live = key not in live
+        to_config = persistent and key not in saved
+        if not (to_live or to_config):
             continue
-        LOG.info('Plugging accelerator %s back into the guest',
-                 arq.attach_handle.address.bdf)
-        guest.attach_device(dev, persistent=persistent, live=True)
+        LOG.info('Plugging accelerator %(bdf)s into the guest (%(where)s)',
+                 {'bdf': arq.attach_handle.address.bdf,
+                  'where': ' and '.join(
+                      where for where, wanted in (('live', to_live),
+                                                  ('definition', to_config))
+                      if wanted)})
+        guest.attach_device(dev, persistent=to_config, live=to_live)

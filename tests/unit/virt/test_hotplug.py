@@ -20,6 +20,7 @@ class HotplugTest(test.NoDBTestCase):
         super().setUp()
         self.driver = mock.Mock()
         self.guest = self.driver._host.get_guest.return_value
+        self.guest.is_active.return_value = True
         self.instance = objects.Instance(uuid=uuids.inst,
                                          vm_state=vm_states.ACTIVE)
         self.context = mock.sentinel.context
@@ -59,3 +60,31 @@ class HotplugTest(test.NoDBTestCase):
             nova_exception.InstanceNotFound(instance_id=uuids.inst))
         hotplug.attach(self.driver, self.context, self.instance, ARQS)
         checked.assert_not_called()
+
+    @mock.patch('nova_cyborg.virt.libvirt.detach_pci_hostdevs')
+    @mock.patch('nova_cyborg.virt.libvirt.attach_pci_hostdevs')
+    @mock.patch('nova_cyborg.virt.guard.checked_guest')
+    def test_active_server_whose_guest_shut_down_is_redefined(
+            self, checked, plug, unplug):
+        # Nova still says ACTIVE; libvirt's domain is not running: there
+        # is nothing live to plug into, its definition is what counts.
+        self.guest.is_active.return_value = False
+        hotplug.attach(self.driver, self.context, self.instance, ARQS)
+        hotplug.detach(self.driver, self.context, self.instance, [])
+        self.assertEqual([
+            mock.call(self.driver, self.context, self.instance, self.guest,
+                      asked='addAccelerator'),
+            mock.call(self.driver, self.context, self.instance, self.guest,
+                      asked='removeAccelerator')], checked.call_args_list)
+        plug.assert_not_called()
+        unplug.assert_not_called()
+
+    @mock.patch('nova_cyborg.virt.libvirt.attach_pci_hostdevs')
+    @mock.patch('nova_cyborg.virt.guard.checked_guest')
+    def test_active_server_without_definition_gets_them_at_next_build(
+            self, checked, plug):
+        self.driver._host.get_guest.side_effect = (
+            nova_exception.InstanceNotFound(instance_id=uuids.inst))
+        hotplug.attach(self.driver, self.context, self.instance, ARQS)
+        checked.assert_not_called()
+        plug.assert_not_called()

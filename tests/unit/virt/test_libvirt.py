@@ -295,19 +295,25 @@ class FakeDomain(object):
     guest does not let go of the device.
     """
 
-    def __init__(self, hostdevs=(), stuck=()):
+    def __init__(self, hostdevs=(), stuck=(), saved=None):
         self.hostdevs = list(hostdevs)
         self.stuck = set(stuck)
+        #: The persistent definition's hostdevs, where they differ.
+        self.saved = saved
         self.xml_reads = 0
         self.detached = []
         self.attached = []
 
     def XMLDesc(self, flags):
         self.xml_reads += 1
+        hostdevs = self.hostdevs
+        if (self.saved is not None and
+                flags & fakelibvirt.VIR_DOMAIN_XML_INACTIVE):
+            hostdevs = self.saved
         devices = ''.join(
             '<hostdev mode="subsystem" type="pci" managed="yes"><source>'
             '<address domain="%s" bus="%s" slot="%s" function="%s"/>'
-            '</source></hostdev>' % address for address in self.hostdevs)
+            '</source></hostdev>' % address for address in hostdevs)
         # An mdev is a hostdev too, but not a PCI one.
         devices += (
             '<hostdev mode="subsystem" type="mdev" model="vfio-pci">'
@@ -471,6 +477,24 @@ class PciHotplugTestCase(_Base):
         self.assertEqual(
             [(HOSTDEV_XML, fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG |
               fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)], self.domain.attached)
+
+    def test_attach_persistent_gives_each_definition_what_it_lacks(self):
+        # libvirt refuses a device already in the definition ("already in
+        # the domain configuration") or already live: each gets only what
+        # it lacks.
+        live = fakelibvirt.VIR_DOMAIN_AFFECT_LIVE
+        config = fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG
+        second = ('0x0000', '0x0d', '0x00', '0x2')
+        guest = self.guest([self.NOVA_PCI, second],
+                           saved=[self.NOVA_PCI, self.ACCEL])
+        nc_libvirt.attach_pci_hostdevs(guest, [fakes.pci_arq(), self.second],
+                                       persistent=True)
+        self.assertEqual([(HOSTDEV_XML, live), (self.SECOND_XML, config)],
+                         self.domain.attached)
+        guest = self.guest([self.ACCEL], saved=[self.ACCEL])
+        nc_libvirt.attach_pci_hostdevs(guest, [fakes.pci_arq()],
+                                       persistent=True)
+        self.assertEqual([], self.domain.attached)
 
     def test_detach_persistent_changes_the_definition_too(self):
         guest = self.guest([self.ACCEL, self.NOVA_PCI])
