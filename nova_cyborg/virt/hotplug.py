@@ -75,6 +75,6 @@ def detach(driver, context, instance, accel_info):
     """
     guest = _guest(driver, instance)
     if _running(instance, guest):
-        nc_libvirt.detach_pci_hostdevs(guest, accel_info, persistent=True)
+        nc_libvirt.remove_pci_hostdevs(driver, guest, instance, accel_info)
     else:
         _redefine(driver, context, instance, guest, 'removeAccelerator')

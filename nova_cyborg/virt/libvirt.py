@@ -187,9 +187,10 @@ def detach_pci_hostdevs(guest, accel_info, persistent=False):
     definition keeps the devices, and :func:`attach_pci_hostdevs` plugs
     them back after resume.
 
-    removeAccelerator passes ``persistent``: the definition loses them
-    too, or a later start from it (soft reboot, unrescue) would give the
-    guest a device another server may hold by then.
+    With ``persistent`` the definition loses them too, or a later start
+    from it (soft reboot, unrescue) would give the guest a device another
+    server may hold by then (removeAccelerator uses
+    :func:`remove_pci_hostdevs`, which waits for the guest).
 
     :param guest: a nova.virt.libvirt.guest.Guest.
     :raises: InvalidAttachHandle before anything is unplugged;
@@ -200,6 +201,61 @@ def detach_pci_hostdevs(guest, accel_info, persistent=False):
                if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
     for dev in devices:
         guest.detach_device(dev, persistent=persistent, live=True)
+    _check_detached(guest, devices, persistent)
+
+
+def _device_conf(guest, key):
+    """What Nova's ``_detach_with_retry`` wants: the function that finds
+    the hostdev of ``key`` in the live domain or, with
+    ``from_persistent_config``, in the definition (None: not there)."""
+    def find(from_persistent_config=False):
+        for dev in guest.get_all_devices(
+                devtype=vconfig.LibvirtConfigGuestHostdevPCI,
+                from_persistent_config=from_persistent_config):
+            if _hex_key((dev.domain, dev.bus, dev.slot, dev.function)) == key:
+                return dev
+        return None
+    return find
+
+
+def remove_pci_hostdevs(driver, guest, instance, accel_info):
+    """removeAccelerator on a running guest: unplug its PCI accelerators
+    from the definition and the live domain as Nova detaches its own
+    devices (``LibvirtDriver._detach_with_retry``): the definition at
+    once, the live domain waiting for libvirt's device-removed event up to
+    ``[libvirt] device_detach_timeout`` seconds and trying again up to
+    ``[libvirt] device_detach_attempts`` times, for a guest slow to let
+    go. A device already gone from one of the two is detached from the
+    other only, so a retry after such a guest finishes the job. A live
+    device libvirt gave no alias (Nova's fakelibvirt; libvirt names every
+    live device) has no event to wait for: it is detached from both at
+    once, as :func:`detach_pci_hostdevs` does.
+
+    :raises: InvalidAttachHandle before anything is unplugged;
+        PciDeviceDetachFailed if a device is still in either afterwards.
+    """
+    devices = [_hostdev(arq.attach_handle)
+               for arq in _validate(accel_info)
+               if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
+    for dev in devices:
+        parts = (dev.domain, dev.bus, dev.slot, dev.function)
+        name = '%s:%s:%s.%s' % parts
+        conf = _device_conf(guest, _hex_key(parts))
+        live = conf()
+        if live is not None and live.alias is None:
+            guest.detach_device(dev, persistent=True, live=True)
+            continue
+        try:
+            driver._detach_with_retry(guest, instance.uuid, conf, name)
+        except nova_exception.DeviceNotFound:
+            continue  # in neither: nothing to detach
+        except nova_exception.DeviceDetachFailed as e:
+            raise nova_exception.PciDeviceDetachFailed(
+                reason=e.format_message(), dev=name)
+    _check_detached(guest, devices, persistent=True)
+
+
+def _check_detached(guest, devices, persistent):
     present = {_hex_key(parts) for parts in _pci_addresses(guest)}
     if persistent:
         present |= {value for _kind, value in domain_devices.keys_in(

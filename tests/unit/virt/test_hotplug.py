@@ -34,10 +34,11 @@ class HotplugTest(test.NoDBTestCase):
         checked.assert_not_called()
 
     @mock.patch('nova_cyborg.virt.guard.checked_guest')
-    @mock.patch('nova_cyborg.virt.libvirt.detach_pci_hostdevs')
+    @mock.patch('nova_cyborg.virt.libvirt.remove_pci_hostdevs')
     def test_running_guest_gets_them_unplugged(self, unplug, checked):
         hotplug.detach(self.driver, self.context, self.instance, ARQS)
-        unplug.assert_called_once_with(self.guest, ARQS, persistent=True)
+        unplug.assert_called_once_with(self.driver, self.guest,
+                                       self.instance, ARQS)
         checked.assert_not_called()
 
     @mock.patch('nova_cyborg.virt.libvirt.attach_pci_hostdevs')
@@ -61,7 +62,7 @@ class HotplugTest(test.NoDBTestCase):
         hotplug.attach(self.driver, self.context, self.instance, ARQS)
         checked.assert_not_called()
 
-    @mock.patch('nova_cyborg.virt.libvirt.detach_pci_hostdevs')
+    @mock.patch('nova_cyborg.virt.libvirt.remove_pci_hostdevs')
     @mock.patch('nova_cyborg.virt.libvirt.attach_pci_hostdevs')
     @mock.patch('nova_cyborg.virt.guard.checked_guest')
     def test_active_server_whose_guest_shut_down_is_redefined(

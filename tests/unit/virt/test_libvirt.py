@@ -5,7 +5,10 @@ from unittest import mock
 from lxml import etree
 from nova import exception as nova_exception
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.virt import fake as fake_virt
 from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import driver as libvirt_driver
+from nova.virt.libvirt import event as libvirt_event
 from nova.virt.libvirt import guest as libvirt_guest
 from oslo_config import fixture as config_fixture
 import testtools
@@ -295,7 +298,10 @@ class FakeDomain(object):
     guest does not let go of the device.
     """
 
-    def __init__(self, hostdevs=(), stuck=(), saved=None):
+    def __init__(self, hostdevs=(), stuck=(), saved=None, aliases=False):
+        #: Whether the live hostdevs carry libvirt's alias (real libvirt
+        #: names every live device; Nova's fakelibvirt does not).
+        self.aliases = aliases
         self.hostdevs = list(hostdevs)
         self.stuck = set(stuck)
         #: The persistent definition's hostdevs, where they differ.
@@ -306,14 +312,16 @@ class FakeDomain(object):
 
     def XMLDesc(self, flags):
         self.xml_reads += 1
-        hostdevs = self.hostdevs
+        hostdevs, alias = self.hostdevs, self.aliases
         if (self.saved is not None and
                 flags & fakelibvirt.VIR_DOMAIN_XML_INACTIVE):
-            hostdevs = self.saved
+            hostdevs, alias = self.saved, False
         devices = ''.join(
             '<hostdev mode="subsystem" type="pci" managed="yes"><source>'
             '<address domain="%s" bus="%s" slot="%s" function="%s"/>'
-            '</source></hostdev>' % address for address in hostdevs)
+            '</source>%s</hostdev>' % (address + (
+                '<alias name="hostdev%d"/>' % index if alias else '',))
+            for index, address in enumerate(hostdevs))
         # An mdev is a hostdev too, but not a PCI one.
         devices += (
             '<hostdev mode="subsystem" type="mdev" model="vfio-pci">'
@@ -496,6 +504,25 @@ class PciHotplugTestCase(_Base):
                                        persistent=True)
         self.assertEqual([], self.domain.attached)
 
+    def test_remove_without_alias_detaches_both_at_once(self):
+        guest = self.guest([self.ACCEL, self.NOVA_PCI])
+        driver = mock.Mock()
+        nc_libvirt.remove_pci_hostdevs(driver, guest, self.instance,
+                                       [fakes.pci_arq()])
+        driver._detach_with_retry.assert_not_called()
+        self.assertEqual(
+            [(HOSTDEV_XML, fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG |
+              fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)], self.domain.detached)
+
+    def test_remove_hostile_touches_nothing(self):
+        guest = self.guest([self.ACCEL], saved=[self.ACCEL], aliases=True)
+        driver = mock.Mock()
+        self.assertRaises(exception.InvalidAttachHandle,
+                          nc_libvirt.remove_pci_hostdevs, driver, guest,
+                          self.instance, [fakes.pci_arq(), hostile_arq()])
+        driver._detach_with_retry.assert_not_called()
+        self.assertEqual(0, self.domain.xml_reads)
+
     def test_detach_persistent_changes_the_definition_too(self):
         guest = self.guest([self.ACCEL, self.NOVA_PCI])
         nc_libvirt.detach_pci_hostdevs(guest, [fakes.pci_arq()],
@@ -512,3 +539,124 @@ class PciHotplugTestCase(_Base):
         self.assertRaises(nova_exception.PciDeviceDetachFailed,
                           nc_libvirt.detach_pci_hostdevs, guest,
                           [fakes.pci_arq()], persistent=True)
+
+
+class LibvirtDomain(FakeDomain):
+    """A running, persistent domain as libvirt answers Nova's driver:
+    a detach from the definition (VIR_DOMAIN_AFFECT_CONFIG) takes effect
+    at once; a live one (VIR_DOMAIN_AFFECT_LIVE) only once the guest lets
+    go, after ``slow`` more requests for that device (a guest slow to
+    release it), and only then does libvirt send
+    VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED with the device's alias
+    (libvirt's qemuDomainRemoveDevice; Nova's LibvirtDriver hands it to
+    its waiters as a DeviceRemovedEvent)."""
+
+    def __init__(self, hostdevs, saved, slow=None, on_removed=None):
+        super().__init__(hostdevs, saved=saved, aliases=True)
+        self.slow = dict(slow or {})
+        self.on_removed = on_removed
+
+    def info(self):
+        return [fakelibvirt.VIR_DOMAIN_RUNNING, 1048576, 1048576, 1, 0]
+
+    def ID(self):
+        return 1
+
+    def name(self):
+        return 'instance-00000001'
+
+    def UUIDString(self):
+        return fakes.INSTANCE_UUID
+
+    def isPersistent(self):
+        return True
+
+    def detachDeviceFlags(self, xml, flags):
+        self.detached.append((compact(xml), flags))
+        key = self._key(xml)
+
+        def without(addresses):
+            return [a for a in addresses
+                    if tuple(int(p, 16) for p in a) != key]
+        if flags & fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG:
+            self.saved = without(self.saved)
+        if flags & fakelibvirt.VIR_DOMAIN_AFFECT_LIVE:
+            if self.slow.get(key):
+                self.slow[key] -= 1
+                return
+            index = [tuple(int(p, 16) for p in a)
+                     for a in self.hostdevs].index(key)
+            self.hostdevs = without(self.hostdevs)
+            self.on_removed('hostdev%d' % index)
+
+
+class RemoveWithNovaDetachTestCase(_Base):
+    """removeAccelerator on a running guest through Nova's own
+    LibvirtDriver._detach_with_retry (the real driver, on Nova's
+    fakelibvirt connection): the definition first, the live domain
+    waiting for libvirt's device-removed event, retried while the guest
+    holds on."""
+
+    ACCEL = PciHotplugTestCase.ACCEL
+    NOVA_PCI = PciHotplugTestCase.NOVA_PCI
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fakelibvirt.LibvirtFixture())
+        self.driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(),
+                                                   False)
+        # A guest that did not let go is asked again after 1 s.
+        self.flags.config(device_detach_timeout=1, device_detach_attempts=3,
+                          group='libvirt')
+
+    def guest(self, hostdevs, saved, slow=None):
+        def removed(alias):
+            self.driver._device_event_handler.notify_waiters(
+                libvirt_event.DeviceRemovedEvent(fakes.INSTANCE_UUID,
+                                                 alias))
+        self.domain = LibvirtDomain(hostdevs, saved, slow, removed)
+        return libvirt_guest.Guest(self.domain)
+
+    def remove(self, guest):
+        nc_libvirt.remove_pci_hostdevs(self.driver, guest, self.instance,
+                                       [fakes.pci_arq()])
+
+    def test_definition_then_live_domain(self):
+        guest = self.guest([self.ACCEL, self.NOVA_PCI],
+                           [self.ACCEL, self.NOVA_PCI])
+        self.remove(guest)
+        self.assertEqual([self.NOVA_PCI], self.domain.hostdevs)
+        self.assertEqual([self.NOVA_PCI], self.domain.saved)
+        self.assertEqual([fakelibvirt.VIR_DOMAIN_AFFECT_CONFIG,
+                          fakelibvirt.VIR_DOMAIN_AFFECT_LIVE],
+                         [flags for _xml, flags in self.domain.detached])
+        self.assertEqual({(0, 0x0c, 0, 2)}, {
+            self.domain._key(xml) for xml, _flags in self.domain.detached})
+
+    def test_guest_slow_to_let_go_is_asked_again(self):
+        guest = self.guest([self.ACCEL], [self.ACCEL],
+                           slow={(0, 0x0c, 0, 2): 1})
+        self.remove(guest)
+        self.assertEqual([], self.domain.hostdevs)
+        self.assertEqual(3, len(self.domain.detached))
+
+    def test_guest_that_never_lets_go_fails_and_a_retry_finishes(self):
+        guest = self.guest([self.ACCEL], [self.ACCEL],
+                           slow={(0, 0x0c, 0, 2): 3})
+        exc = self.assertRaises(nova_exception.PciDeviceDetachFailed,
+                                self.remove, guest)
+        self.assertIn('0000:0c:00.2', exc.format_message())
+        # Gone from the definition, still live: the retry (the guest let
+        # go meanwhile) detaches it from the live domain only, where
+        # libvirt would answer "device not found" for the definition.
+        self.assertEqual([], self.domain.saved)
+        self.domain.slow.clear()
+        self.domain.detached = []
+        self.remove(guest)
+        self.assertEqual([], self.domain.hostdevs)
+        self.assertEqual([fakelibvirt.VIR_DOMAIN_AFFECT_LIVE],
+                         [flags for _xml, flags in self.domain.detached])
+        # Gone from both: nothing to do.
+        self.domain.detached = []
+        self.remove(guest)
+        self.assertEqual([], self.domain.detached)
