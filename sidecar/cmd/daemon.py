@@ -1,10 +1,19 @@
-"""``nova-cyborg-sidecar``: the daemon's console script."""
+"""``nova-cyborg-sidecar``: the daemon's console script.
+
+Under systemd (``Type=notify``, ``etc/nova-cyborg-sidecar.service``) it
+says it is ready once its first cycle has run: the devices a host reboot
+reset are put back (vGPU 17 types, mdevs and FPGA functions of Bound
+ARQs) and reported. The unit orders nova-compute after it, so that
+nova-compute, starting the guests of a rebooted host
+(``resume_guests_state_on_host_boot``), finds their devices there.
+"""
 
 import signal
 import sys
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_service import systemd
 
 from sidecar import conf as sidecar_conf
 from sidecar import exception
@@ -26,6 +35,8 @@ def main(argv=None):
     except exception.SidecarError as exc:
         LOG.error('nova-cyborg-sidecar cannot start: %s', exc)
         return 1
+    # READY=1 to systemd (a no-op without NOTIFY_SOCKET).
+    systemd.notify_once()
 
     def _stop(signum, frame):
         LOG.info('Signal %d received; stopping', signum)
