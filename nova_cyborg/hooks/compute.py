@@ -19,6 +19,7 @@ from nova_cyborg import live_migration_reset as lm_reset
 from nova_cyborg import move
 from nova_cyborg import recovery
 from nova_cyborg import rpc
+from nova_cyborg import rpc_endpoint
 from nova_cyborg import stuck_actions
 
 LOG = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def endpoints(manager):
     :returns: the RPC endpoints of the addAccelerator and removeAccelerator
         actions (RPC namespace nova_cyborg, version 1.0).
     """
-    return rpc.endpoints(manager)
+    return rpc_endpoint.endpoints(manager)
 
 
 # Build and rebuild.

@@ -20,6 +20,7 @@ from oslo_concurrency import lockutils  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from nova_cyborg import rpc  # noqa: E402
+from nova_cyborg import rpc_endpoint  # noqa: E402
 from nova_cyborg import stuck_actions  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 
@@ -171,7 +172,7 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         self.assertEqual('adding_accelerator', self.task_state())
         first, second = [args[0].request_id for args, _kw in held]
 
-        with fixtures.MockPatchObject(rpc.LOG, 'warning') as warning:
+        with fixtures.MockPatchObject(rpc_endpoint.LOG, 'warning') as warning:
             real(*held[0][0], **held[0][1])
             waits.wait_until(lambda: warning.mock.called,
                              'nova-compute refused the stale cast')

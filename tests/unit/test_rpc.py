@@ -18,6 +18,7 @@ from nova_cyborg import capability
 from nova_cyborg.conf import nova_cyborg as nc_conf
 from nova_cyborg import exception
 from nova_cyborg import rpc
+from nova_cyborg import rpc_endpoint
 
 
 class RouterTest(test.NoDBTestCase):
@@ -189,7 +190,7 @@ class EndpointTest(test.TestCase):
             task_state=rpc.ADDING)
         self.instance.create()
         self.manager = mock.Mock(host='compute1')
-        self.endpoint = rpc.AcceleratorEndpoint(self.manager)
+        self.endpoint = rpc_endpoint.AcceleratorEndpoint(self.manager)
         self.spawn = self.useFixture(fixtures.MockPatch(
             'nova_cyborg.compat.spawn_long_task')).mock
 
@@ -225,7 +226,7 @@ class EndpointTest(test.TestCase):
         # (the periodic task) and a second action began meanwhile.
         stale = self.action('req-' + uuids.first)
         self.action('req-' + uuids.second)
-        with mock.patch.object(rpc.LOG, 'warning') as warning:
+        with mock.patch.object(rpc_endpoint.LOG, 'warning') as warning:
             self.endpoint.add_accelerator(stale, self.instance, 'dp')
         self.spawn.assert_not_called()
         self.assertIn('req-' + uuids.first, str(warning.call_args))
@@ -235,14 +236,14 @@ class EndpointTest(test.TestCase):
     def test_latest_request_is_current(self):
         self.action('req-' + uuids.first)
         latest = self.action('req-' + uuids.second)
-        self.assertTrue(rpc.current(latest, self.instance))
+        self.assertTrue(rpc_endpoint.current(latest, self.instance))
 
     def test_no_recorded_action_is_not_current(self):
         context = self.context.elevated()
         context.request_id = 'req-' + uuids.nothing
-        self.assertFalse(rpc.current(context, self.instance))
+        self.assertFalse(rpc_endpoint.current(context, self.instance))
 
     def test_without_request_id_is_current(self):
         context = self.context.elevated()
         context.request_id = None
-        self.assertTrue(rpc.current(context, self.instance))
+        self.assertTrue(rpc_endpoint.current(context, self.instance))

@@ -15,6 +15,7 @@ import testtools
 
 from nova_cyborg.hooks import compute as compute_hooks
 from nova_cyborg import rpc
+from nova_cyborg import rpc_endpoint
 from nova_cyborg import stuck_actions
 
 
@@ -118,18 +119,18 @@ class StuckActionsTest(test.NoDBTestCase):
         get_by_filters.assert_not_called()
         # A nova-api of an older nova-cyborg asks the compute's version
         # before it sets a task state.
-        rpc.AcceleratorEndpoint(self.manager).version(self.context)
+        rpc_endpoint.AcceleratorEndpoint(self.manager).version(self.context)
         stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_called_once()
 
-    @mock.patch.object(rpc, 'current', return_value=True)
+    @mock.patch.object(rpc_endpoint, 'current', return_value=True)
     @mock.patch('nova_cyborg.compat.spawn_long_task')
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        return_value=[])
     def test_cast_announces_before_its_work_starts(
             self, get_by_filters, spawn, current, get, settle):
         stuck_actions._announced.pop(self.manager, None)
-        rpc.AcceleratorEndpoint(self.manager).add_accelerator(
+        rpc_endpoint.AcceleratorEndpoint(self.manager).add_accelerator(
             self.context, _instance(uuids.inst, rpc.ADDING, 0), 'dp')
         spawn.assert_called_once()
         self.assertIn(self.manager, stuck_actions._announced)
@@ -238,6 +239,6 @@ class StuckActionsTest(test.NoDBTestCase):
         other = _manager('compute2')
         stuck_actions.settle_stuck(other, self.context)
         get_by_filters.assert_not_called()
-        rpc.AcceleratorEndpoint(other).version(self.context)
+        rpc_endpoint.AcceleratorEndpoint(other).version(self.context)
         stuck_actions.settle_stuck(other, self.context)
         get_by_filters.assert_called_once()
