@@ -653,18 +653,18 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
     def test_get_slow_once(self):
         cyborg = self.boot_recovers('get', 'slow')
         # The read as the wait starts and its retry; the ARQ was Bound
-        # then, so it is not read again after the wait; then the check
-        # of the guest's devices before it is defined
-        # (nova_cyborg.virt.guard).
-        self.assertEqual(3, len(cyborg.seen))
+        # then, so it is not read again after the wait, and the check of
+        # the guest's devices before it is defined takes what the wait
+        # read (nova_cyborg.handoff).
+        self.assertEqual(2, len(cyborg.seen))
 
     def test_get_5xx_once(self):
         cyborg = self.boot_recovers('get', '5xx')
         # The read as the wait starts and its retry; the ARQ was Bound
-        # then, so it is not read again after the wait; then the check
-        # of the guest's devices before it is defined
-        # (nova_cyborg.virt.guard).
-        self.assertEqual(3, len(cyborg.seen))
+        # then, so it is not read again after the wait, and the check of
+        # the guest's devices before it is defined takes what the wait
+        # read (nova_cyborg.handoff).
+        self.assertEqual(2, len(cyborg.seen))
 
     # ARQ delete (nova-compute, deleting the server)
 
@@ -691,12 +691,12 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
 
     def test_delete_slow_once(self):
         cyborg = self.delete_recovers('slow')
-        # The server's ARQs, retried once, then those of its alias (a live
-        # migration binds under it; nova_cyborg.bookkeeping).
-        self.assertEqual(3, len(cyborg.seen))
+        # The server's ARQs, retried once; not those of its alias: the
+        # server never live-migrated (nova_cyborg.bookkeeping.holders).
+        self.assertEqual(2, len(cyborg.seen))
 
     def test_delete_5xx_once(self):
         cyborg = self.delete_recovers('5xx')
-        # The server's ARQs, retried once, then those of its alias (a live
-        # migration binds under it; nova_cyborg.bookkeeping).
-        self.assertEqual(3, len(cyborg.seen))
+        # The server's ARQs, retried once; not those of its alias: the
+        # server never live-migrated (nova_cyborg.bookkeeping.holders).
+        self.assertEqual(2, len(cyborg.seen))
