@@ -1,9 +1,8 @@
 """Count the requests nova-cyborg sends to Cyborg's API.
 
 Every request of nova-cyborg's (nova-api, the conductor, nova-compute: one
-process in the functional tests) goes through ``_call`` of
-``nova_cyborg.client.CyborgClient`` (inherited from
-``nova_cyborg.cyborg_http.CyborgHTTPClient``), once per HTTP request
+process in the functional tests) goes through
+``nova_cyborg.cyborg_http.CyborgHTTPClient._call``, once per HTTP request
 Cyborg receives (keystoneauth's retries aside, which a healthy Cyborg never
 causes); the harness's own reads of Cyborg (``self.cyborg``) do not.
 """
@@ -12,7 +11,7 @@ import threading
 
 import fixtures
 
-from nova_cyborg import client as nc_client
+from nova_cyborg import cyborg_http
 from tests.functional.harness import waits
 
 
@@ -23,11 +22,10 @@ class CyborgCalls(fixtures.Fixture):
     def _setUp(self):
         self._lock = threading.Lock()
         self._calls = []
-        # Patched on the class that serves the requests: a fixture of
-        # another test that patched CyborgClient._call left the inherited
-        # function there as the subclass's own attribute when it restored
-        # it, which a patch of the base class would no longer reach.
-        real = nc_client.CyborgClient._call
+        # The base class's: every fixture patches that one (a patch of
+        # the subclass's inherited attribute is restored as an attribute
+        # of the subclass, which later patches of the base then miss).
+        real = cyborg_http.CyborgHTTPClient._call
         recorder = self
 
         def call(client, op, method, url, *args, **kwargs):
@@ -37,7 +35,7 @@ class CyborgCalls(fixtures.Fixture):
                     (method.upper(), url, tuple(sorted(params.items()))))
             return real(client, op, method, url, *args, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient._call', call))
+            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', call))
 
     def take(self):
         with self._lock:

@@ -74,6 +74,7 @@ from nova.tests.functional.api import client as api_client  # noqa: E402
 import requests  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg import cyborg_http  # noqa: E402
 from nova_cyborg import sweep  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
@@ -247,7 +248,7 @@ class Redirect(fixtures.Fixture):
         self.calls = 0
 
     def _setUp(self):
-        real = nc_client.CyborgClient._call
+        real = cyborg_http.CyborgHTTPClient._call
         fault = self
 
         def _call(cyclient, op, method, url, expected, **kwargs):
@@ -267,7 +268,7 @@ class Redirect(fixtures.Fixture):
                 if fault.cyborg:
                     fault.cyborg.call_ended()
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient._call', _call))
+            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', _call))
 
 
 class BindOrder(fixtures.Fixture):

@@ -69,6 +69,7 @@ from nova.image import glance  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg import cyborg_http  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
@@ -117,7 +118,7 @@ class CyborgFault(fixtures.Fixture):
             return True
 
     def _setUp(self):
-        real = nc_client.CyborgClient._call
+        real = cyborg_http.CyborgHTTPClient._call
         fault = self
 
         def _call(cyclient, op, method, url, expected, **kwargs):
@@ -128,7 +129,7 @@ class CyborgFault(fixtures.Fixture):
                         % (method.upper(), url))
             return real(cyclient, op, method, url, expected, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient._call', _call))
+            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', _call))
 
 
 class LateBinds(fixtures.Fixture):
