@@ -232,6 +232,11 @@ class ProcessFaultBase(base.AcceleratorTestBase):
                 lines = f.readlines()
             self.addDetail('cyborg.log', content.text_content(
                 ''.join(lines[-400:])))
+        # A sidecar daemon in a process of its own logs to its file.
+        daemon = getattr(self, 'daemon', None)
+        if daemon is not None and hasattr(daemon, 'read_log'):
+            self.addDetail('sidecar-daemon.log', content.text_content(
+                ''.join(daemon.read_log().splitlines(True)[-400:])))
 
     # Providers
 
