@@ -32,8 +32,8 @@ announces nothing (nova-api makes no call to the compute,
 (devices that accelerators could be attached from, as the report client's
 cache last saw its provider tree; no I/O) the task also looks once every
 ``stuck_accelerator_action_timeout`` seconds. A compute without devices
-does not query at all, and one whose servers get no attach or detach
-queries once per timeout.
+does not query at all; one with devices whose servers get no attach or
+detach queries once per timeout.
 
 Settling is what a restarted nova-compute does
 (:func:`nova_cyborg.recovery.accelerator_action_interrupted`): a half-done
