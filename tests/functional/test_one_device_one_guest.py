@@ -250,8 +250,10 @@ class StrayOnEveryStartPathTest(OneDeviceOneGuestBase):
         endpoint = self.cyborg.endpoint
         with self.acting(self.cloud_admin_api):
             self._rescue_server(self.server_q)
+            # Every retry of the read fails the same: a short fixed delay
+            # instead of keystoneauth's backoff (31.5 s for 6 retries).
             self.flags(endpoint_override='http://127.0.0.1:9/accelerator/v2',
-                       group='cyborg')
+                       connect_retry_delay=0.1, group='cyborg')
             self.cloud_admin_api.post_server_action(
                 self.server_q['id'], {'unrescue': None})
             server_q = self._wait_for_state_change(self.server_q, 'ERROR')
