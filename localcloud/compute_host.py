@@ -41,9 +41,11 @@ the mdevs from the sysfs tree it wrote before (the mdevs become libvirt
 node devices again), then starts the services.
 Nova's ``init_host`` finds its guests running; a domain whose server was
 deleted while the host was down is reaped by nova-compute
-(``running_deleted_instance_action``), which removes its file. Once the
-sidecar has found Placement matching the host's devices, ``--ready-file``
-is written.
+(``running_deleted_instance_action``), which removes its file. The
+sidecar starts first and nova-compute once the sidecar's first cycle is
+done, as systemd orders them on a real host (:mod:`localcloud.boot_order`).
+Once the sidecar has found Placement matching the host's devices,
+``--ready-file`` is written.
 """
 
 import argparse
@@ -52,13 +54,10 @@ import json
 import os
 import sys
 import threading
-import time
 
 from nova.cmd import compute as compute_cmd  # noqa: I100 (threading first)
 
 import fixtures  # noqa: E402
-import oslo_messaging as messaging  # noqa: E402
-from oslo_config import cfg  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
 from oslo_utils import versionutils  # noqa: E402
 
@@ -66,15 +65,13 @@ from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 from nova.virt.libvirt import driver as libvirt_driver  # noqa: E402
 
+from localcloud import boot_order  # noqa: E402
 from localcloud import devices  # noqa: E402
 from localcloud import layout as layout_mod  # noqa: E402
 from localcloud import migration  # noqa: E402
 from localcloud import pristine  # noqa: E402
 from localcloud import reboot  # noqa: E402
 from localcloud import remotefs  # noqa: E402
-from sidecar import conf as sidecar_conf  # noqa: E402
-from sidecar import privileged  # noqa: E402
-from sidecar.daemon import factory  # noqa: E402
 from tests.functional.harness import guest_kernel  # noqa: E402
 
 LOG = logging.getLogger('localcloud.compute_host')
@@ -288,41 +285,6 @@ class DomainFiles:
                     after(name, files.save_state) for name in STATE_CHANGES]
 
 
-def start_sidecar(config_file, connection, ready_file=None):
-    conf = cfg.ConfigOpts()
-    sidecar_conf.register_opts(conf)
-    conf(['--config-file', config_file], project='nova-cyborg',
-         default_config_files=[], default_config_dirs=[])
-    # Privileged sysfs writes run in this process (as root), as Nova's do
-    # here (PrivsepFixture).
-    privileged.sidecar_pctxt.set_client_mode(False)
-    transport = messaging.get_rpc_transport(conf)
-    sidecar = factory.build(conf, transport=transport,
-                            connect=lambda: connection)
-    # nova-compute, started next in this process, creates the compute
-    # node's provider; the sidecar's cycles retry until it is there.
-    thread = threading.Thread(target=_run_sidecar,
-                              args=(sidecar, ready_file),
-                              name='sidecar', daemon=True)
-    thread.start()
-    return sidecar
-
-
-def _run_sidecar(sidecar, ready_file=None):
-    try:
-        sidecar.start()
-    except Exception:
-        LOG.exception('The sidecar failed to start; stopping the host')
-        os._exit(1)
-    if ready_file:
-        # Once Placement matches this host's devices (the sidecar's cycles
-        # retry until it does).
-        while not sidecar.converged:
-            time.sleep(0.5)
-        with open(ready_file, 'w') as f:
-            f.write('%d\n' % os.getpid())
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--host', required=True)
@@ -381,15 +343,22 @@ def main():
         print('mdevs taken back from %s: %s' % (
             args.sysfs_root, ', '.join(mdevs)), flush=True)
     for fixture in (_host_fixtures(connection) + domains.fixtures() +
+                    [reboot.GuestStarts(layout, args.host, host)] +
                     migration.Migrations(domains,
                                          peers.addresses).fixtures() +
                     remotefs.fixtures_for(peers) + kernel.fixtures() +
                     # The FPGA functions its guests hold are on vfio-pci.
                     [guest_kernel.GuestKernel(lambda: connection, host)]):
         fixture.setUp()
-    start_sidecar(args.sidecar_config, connection, args.ready_file)
     sys.argv = ['nova-compute'] + nova_args
-    compute_cmd.main()
+    try:
+        boot_order.start_in_order(lambda: boot_order.start_sidecar(
+            args.sidecar_config, connection, args.ready_file),
+            compute_cmd.main, out=lambda line: print(line, flush=True))
+    except boot_order.NotReady as exc:
+        print('The sidecar is not ready (%s); stopping the host' % exc,
+              flush=True)
+        os._exit(1)
 
 
 if __name__ == '__main__':

@@ -180,7 +180,12 @@ def compute(layout, host):
     address) and its own ``instances_path``, as separate hosts have: Nova
     takes two hosts of one address for shared storage, and a cold
     migration or resize then left the instance directory on the source
-    (a live migration back failed with DestinationDiskExists)."""
+    (a live migration back failed with DestinationDiskExists).
+
+    After a host reboot nova-compute starts again the guests of the
+    servers that were running (``resume_guests_state_on_host_boot``, as
+    a deployer sets it: :mod:`localcloud.reboot`); their devices are back
+    first (:mod:`localcloud.boot_order`)."""
     # instances_path exists before a live migration's first check of
     # shared storage (a temporary file in the destination's).
     os.makedirs(layout.instances_path(host), exist_ok=True)
@@ -192,6 +197,7 @@ state_path = {state}
 instances_path = {instances}
 running_deleted_instance_action = reap
 running_deleted_instance_poll_interval = 10
+resume_guests_state_on_host_boot = true
 periodic_fuzzy_delay = 5
 [libvirt]
 live_migration_inbound_addr = {address}

@@ -22,6 +22,15 @@ from sidecar.daemon import factory
 LOG = logging.getLogger(__name__)
 
 
+def start_and_notify(sidecar):
+    """Run the sidecar's first cycle, then send READY=1 to systemd (a
+    no-op without NOTIFY_SOCKET; sent once, the variable is removed).
+    The local cloud's hosts start their sidecar through this too
+    (:mod:`localcloud.boot_order`)."""
+    sidecar.start()
+    systemd.notify_once()
+
+
 def main(argv=None):
     conf = cfg.CONF
     sidecar_conf.register_opts(conf)
@@ -31,12 +40,10 @@ def main(argv=None):
     logging.setup(conf, 'nova-cyborg-sidecar')
     try:
         sidecar = factory.build(conf)
-        sidecar.start()
+        start_and_notify(sidecar)
     except exception.SidecarError as exc:
         LOG.error('nova-cyborg-sidecar cannot start: %s', exc)
         return 1
-    # READY=1 to systemd (a no-op without NOTIFY_SOCKET).
-    systemd.notify_once()
 
     def _stop(signum, frame):
         LOG.info('Signal %d received; stopping', signum)

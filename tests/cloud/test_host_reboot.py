@@ -25,18 +25,22 @@ Then its host reboots (``python -m localcloud host reboot``,
 :mod:`localcloud.reboot`): its domains are shut off and its devices are
 as a cold boot leaves them (no mdev, SR-IOV enabled again and the FPGA
 ports released to their VFs again by the boot's configuration, every
-port with its card's default function); ``resume_guests_state_on_host_boot``
-is off, so Nova finds the guests shut off. Before any guest starts, the
-host must have each server's device again: its VF, its mdev (the sidecar
-creates those of Bound ARQs again), its FPGA port on its VF. Nova's
-power-state sync (``_sync_power_states``, which runs when nova-compute
-starts) finds each guest shut off and stops its server (SHUTOFF), and the
-owner starts each server: ACTIVE and running, its ARQs
-Bound to the same providers and handles, its domain's ``<hostdev>``s and
-its allocations as before, its device on the host (the FPGA VF on
-``vfio-pci``, held by the guest), the host's providers as before. Once
-the owner has deleted them, nothing is left: no domain, ARQ, allocation
-or mdev.
+port with its card's default function). As on a real host, the sidecar
+starts first and nova-compute only once the sidecar said READY
+(:mod:`localcloud.boot_order`, the unit's ``Type=notify`` and
+``Before=nova-compute``), its first cycle having put back each server's
+device: its mdev (the sidecar creates those of Bound ARQs again), its
+FPGA port on its VF. nova-compute, with
+``resume_guests_state_on_host_boot`` as a deployer sets it, finds the
+guests shut off and starts them again by itself. Each server is ACTIVE
+with its guest running, without its owner doing anything: each guest
+was started once since the reboot and found its device there when it
+started (:class:`localcloud.reboot.GuestStarts`, what the guest sees),
+its ARQs are Bound to the same providers and handles, its domain's
+``<hostdev>``s and its allocations are as before, its device on the host
+(the FPGA VF on ``vfio-pci``, held by the guest), the host's providers as
+before. Once the owner has deleted them, nothing is left: no domain, ARQ,
+allocation or mdev.
 
 The same with an FPGA port whose profile names a bitstream: its port is
 loaded with the server's function again before the guest starts (the
@@ -56,7 +60,7 @@ from tests.cloud import base
 from tests.cloud import churn
 
 #: Power states of Nova's API (nova.compute.power_state).
-RUNNING, SHUTDOWN = 1, 4
+RUNNING = 1
 FUNCTION_ID_PROPERTY = 'accel:function_id'
 FUNCTION_TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
 #: A VF of the hosts' plain PFs.
@@ -123,11 +127,6 @@ class HostRebootTest(base.CloudTestCase):
         server_id = response.json()['server']['id']
         self.addCleanup(self._delete_quietly, server_id)
         return self.wait_for_status(server_id, 'ACTIVE')
-
-    def action(self, conn, server_id, body):
-        response = self._compute(conn, 'post',
-                                 '/servers/%s/action' % server_id, json=body)
-        self.assertEqual(202, response.status_code, response.text)
 
     def settled(self, server_id, status, power):
         """Wait until the server is ``status``, with no task, in Nova's
@@ -240,6 +239,29 @@ class HostRebootTest(base.CloudTestCase):
                                 arq['device_rp_uuid'], traits, function_id))
         return problems
 
+    def start_problems(self, start, server, held):
+        """What a guest lacked when it started (a
+        :class:`localcloud.reboot.GuestStarts` record): the device its
+        ARQ names, present, with the server's FPGA function loaded in the
+        port released to its VF (no function asked: a port there)."""
+        kind, function_id = server
+        (arq,) = held['arqs']
+        device = arq[5]
+        found = start['devices'].get(device)
+        if not found or not found['present']:
+            return ['%s (%s) not on the host: %s' % (device, kind, found)]
+        if kind != 'fpga':
+            return []
+        ports = found['afu_ids']
+        if found['driver'] != 'dfl-pci' or len(ports) != 1:
+            return ['FPGA VF %s: driver %s, ports %s; its port released '
+                    'to it on dfl-pci expected' % (device, found['driver'],
+                                                   ports)]
+        if function_id and ports != [function_id]:
+            return ['FPGA VF %s: its port loaded with %s, the server\'s '
+                    'function %s' % (device, ports[0], function_id)]
+        return []
+
     def providers(self, host):
         """:meth:`device_providers` without the FPGA function traits: a
         cold boot loads each idle port with its card's default
@@ -314,31 +336,35 @@ class HostRebootTest(base.CloudTestCase):
         providers = self.providers(host)
 
         self.addCleanup(self._start_if_stopped, host)
+        starts_before = len(reboot.guest_starts(self.layout, host))
         out = self.localcloud('host', 'reboot', host)
         self.assertIn('%s: started' % host, out)
 
-        # The guests are off; before any starts again, the host has every
-        # server's device back.
-        for server_id in servers:
-            self.assertEqual(reboot.SHUTOFF, self.domain_state(server_id))
-        self.wait_devices(host, servers, False, 'the servers\' devices on '
-                          '%s back after its reboot, their guests off'
-                          % host)
-        self.assertEqual(providers, self.providers(host))
-
-        for server_id in servers:
-            # nova-compute's power-state sync (it runs at start) finds
-            # the guest off and stops the server; its owner starts it.
-            self.settled(server_id, 'SHUTOFF', SHUTDOWN)
-            self.action(self.owner, server_id, {'os-start': None})
+        # nova-compute, started once the sidecar said READY, started the
+        # guests of the running servers again by itself
+        # (resume_guests_state_on_host_boot): each server is ACTIVE with
+        # its guest running, without its owner doing anything.
         for server_id in servers:
             server = self.settled(server_id, 'ACTIVE', RUNNING)
             self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+            base.wait_until(
+                lambda sid=server_id: (
+                    self.domain_state(sid) == reboot.RUNNING),
+                'the guest of server %s running again' % server_id)
             self.assertEqual('running',
                              self.diagnostics(server_id)['state'])
             self.assertEqual('ACTIVE',
                              self.server(server_id, self.owner)['status'])
             self.assertEqual(before[server_id], self.held(server_id))
+        # Each guest was started once since the reboot, and found its
+        # devices there when it started.
+        starts = reboot.guest_starts(self.layout, host)[starts_before:]
+        self.assertEqual(sorted(servers), sorted(s['uuid'] for s in starts),
+                         starts)
+        for start in starts:
+            self.assertEqual([], self.start_problems(
+                start, servers[start['uuid']], before[start['uuid']]),
+                start)
         self.wait_devices(host, servers, True, 'the servers\' devices on '
                           '%s, their guests running again' % host)
         self.assertEqual(providers, self.providers(host))

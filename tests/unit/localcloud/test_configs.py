@@ -58,6 +58,11 @@ class ConfigsTest(testtools.TestCase):
                          sidecar.get('DEFAULT', 'transport_url'))
         self.assertIn('/tmp/sys2', sidecar.get('fpga', 'program_command'))
 
+    def test_a_rebooted_host_starts_the_guests_that_were_running(self):
+        conf = self._read(configs.compute(self.layout, 'compute1'))
+        self.assertEqual('true', conf.get(
+            'DEFAULT', 'resume_guests_state_on_host_boot'))
+
     def test_a_host_reaps_domains_of_servers_deleted_while_it_was_down(self):
         conf = self._read(configs.compute(self.layout, 'compute1'))
         self.assertEqual('reap', conf.get('DEFAULT',
