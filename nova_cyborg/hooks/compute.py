@@ -18,6 +18,7 @@ from nova_cyborg import live_migration_compute
 from nova_cyborg import live_migration_reset as lm_reset
 from nova_cyborg import move
 from nova_cyborg import recovery
+from nova_cyborg import revert_recovery
 from nova_cyborg import rpc
 from nova_cyborg import rpc_endpoint
 from nova_cyborg import stuck_actions
@@ -164,16 +165,21 @@ def accelerator_action_at_restart(manager, context, instance):
     A server in the task state of addAccelerator or removeAccelerator
     (states only those actions set) has its ARQs, records and allocation
     put in agreement (a half-done attach rolled back, a detach whose ARQs
-    are gone completed) and its task state cleared. Nothing for any other
-    server. Never raises.
+    are gone completed) and its task state cleared. A server with
+    accelerators left in RESIZE_REVERTING on this, the destination, host
+    has its revert cast again to this host, where upstream leaves it stuck
+    (:mod:`nova_cyborg.revert_recovery`). Nothing for any other server.
+    Never raises.
 
-    :param manager: the ComputeManager (its report client).
+    :param manager: the ComputeManager (its report client, host and
+        compute RPC API).
     """
     if instance.task_state in rpc.TASK_STATES.values():
         # Should the settling fail now (the conductor away), the periodic
         # task looks again (nova_cyborg.stuck_actions).
         stuck_actions.announce(manager)
     recovery.accelerator_action_interrupted(manager, context, instance)
+    revert_recovery.resize_reverting(manager, context, instance)
 
 
 def stuck_actions_spacing():

@@ -17,6 +17,7 @@ and of the migration; and that nothing is left on the other host.
 from tests.functional import base  # noqa: F401,I100
 
 import contextlib  # noqa: E402
+import importlib  # noqa: E402
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -221,3 +222,68 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
                          self.api.get_server(server['id'])[
                              'OS-EXT-STS:task_state'])
         self._restart_and_check_plain(server)
+
+
+class ResizeRevertingRecoveryTest(test_move.TwoHostsBase):
+    """The destination's nova-compute dies in the middle of
+    ``revert_resize``: before it destroyed the guest, or after (before its
+    cast to the source). Upstream leaves the server in RESIZE_REVERTING
+    for good; the restarted destination does the revert again
+    (:mod:`nova_cyborg.revert_recovery`), and it ends on the source with
+    the server's own, parked, ARQ Bound again."""
+
+    def _die_in_revert(self, target):
+        """Cold-migrate the server, then revert; the destination dies in
+        ``target`` (the first call; later calls run the real one), and is
+        started again with its hypervisor's state."""
+        self._migrate_server(self.server)
+        self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+        self.assertEqual(1, len(self.bound_on('compute2')))
+        module, _sep, attr = target.rpartition('.')
+        owner = importlib.import_module(module.rpartition('.')[0])
+        cls = getattr(owner, module.rpartition('.')[2])
+        real = getattr(cls, attr)
+        entered = threading.Event()
+
+        def die_once(*args, **kwargs):
+            if entered.is_set():
+                return real(*args, **kwargs)
+            entered.set()
+            raise ComputeDied()
+        self.useFixture(fixtures.MonkeyPatch(target, die_once))
+        self.api.post_server_action(self.server['id'], {'revertResize': None})
+        waits.wait_until(entered.is_set, 'the revert to reach %s' % attr)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('resize_reverting',
+                         server['OS-EXT-STS:task_state'])
+        self.restart_compute_service('compute2', keep_hypervisor_state=True)
+
+    def assert_reverted(self):
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': 'compute1'})
+        # The server's own ARQ is Bound on compute1 again; compute2's is
+        # gone, its device and guest too.
+        server = self.assert_running_on('compute1', moved_from='compute2')
+        self.assert_guest_devices(server, self.bound_on('compute1'))
+        self.assertEqual([], self.bound_on('compute2'))
+        conn = self.computes['compute2'].driver._host.get_connection()
+        self.assertNotIn(server['id'], [
+            dom.UUIDString() for dom in conn.listAllDomains(0)])
+        (migration,) = [m for m in self.admin_api.get_migrations()
+                        if m['instance_uuid'] == server['id']]
+        self.assertEqual('reverted', migration['status'])
+        self.assertEqual({}, self.allocations(migration['uuid']))
+        # The server works: a hard reboot keeps its device.
+        self._reboot_server(self.server, hard=True)
+        self.assert_guest_devices(self.api.get_server(server['id']),
+                                  self.arqs)
+
+    def test_died_before_destroying_the_guest(self):
+        self._die_in_revert('nova.virt.libvirt.driver.LibvirtDriver.destroy')
+        self.assert_reverted()
+
+    def test_died_after_destroying_the_guest(self):
+        self._die_in_revert('nova.compute.resource_tracker.ResourceTracker.'
+                            'drop_move_claim_at_dest')
+        self.assert_reverted()
