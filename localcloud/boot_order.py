@@ -32,6 +32,11 @@ TIMEOUT = 300
 
 READY = 'READY=1'
 
+#: Set once this process's sidecar has said READY=1
+#: (:func:`start_in_order`): what :class:`localcloud.reboot.GuestStarts`
+#: records at each guest start.
+sidecar_ready = threading.Event()
+
 
 class NotReady(Exception):
     """The sidecar did not say READY=1 in time."""
@@ -97,6 +102,7 @@ def start_in_order(start_sidecar, start_compute, name=None,
         raise
     finally:
         notify.close()
+    sidecar_ready.set()
     _wait_unset(clock)
     out('Sidecar READY (%s) after %.1f s; starting nova-compute' % (
         READY, clock() - began))

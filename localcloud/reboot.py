@@ -101,7 +101,8 @@ class GuestStarts(fixtures.Fixture):
     """Append, before each domain start (``createWithFlags``, how Nova's
     libvirt driver launches a guest), one line to
     ``hosts/<host>/guest-starts.jsonl``: ``{"uuid": ..., "devices":
-    {device: what the host shows}}``; a device is a PCI function
+    {device: what the host shows}, "sidecar_ready": whether the host's
+    sidecar had said READY=1}``; a device is a PCI function
     (``0000:81:01.1``: ``present``, ``driver``, the ``afu_id`` of each DFL
     port under it, its ``current_vgpu_type``) or ``mdev <uuid>``
     (``present``). Read before the start: libvirt's managed hostdev then
@@ -143,8 +144,11 @@ class GuestStarts(fixtures.Fixture):
                                                             'slot',
                                                             'function'))
                 devices[pci] = self._function(pci)
+        from localcloud import boot_order
         with open(self.path, 'a') as f:
-            f.write(json.dumps({'uuid': uuid, 'devices': devices}) + '\n')
+            f.write(json.dumps({
+                'uuid': uuid, 'devices': devices,
+                'sidecar_ready': boot_order.sidecar_ready.is_set()}) + '\n')
 
     def _function(self, address):
         """What Documentation/ABI/testing/sysfs-bus-pci (``driver``),

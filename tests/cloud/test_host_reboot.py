@@ -241,10 +241,13 @@ class HostRebootTest(base.CloudTestCase):
 
     def start_problems(self, start, server, held):
         """What a guest lacked when it started (a
-        :class:`localcloud.reboot.GuestStarts` record): the device its
+        :class:`localcloud.reboot.GuestStarts` record): nova-compute
+        started it once the sidecar said READY=1, and the device its
         ARQ names, present, with the server's FPGA function loaded in the
         port released to its VF (no function asked: a port there)."""
         kind, function_id = server
+        if not start['sidecar_ready']:
+            return ['started before the host\'s sidecar said READY=1']
         (arq,) = held['arqs']
         device = arq[5]
         found = start['devices'].get(device)
