@@ -185,6 +185,13 @@ class SidecarFixture(fixtures.Fixture):
         privileged.sidecar_pctxt.set_client_mode(False)
         self.addCleanup(privileged.sidecar_pctxt.set_client_mode, True)
 
+        # oslo.messaging's RabbitMQ listeners wait for messages in turns
+        # that grow to ACK_REQUEUE_EVERY_SECONDS_MAX (5 s), and stopping
+        # one waits for its turn to end: about 4 s of each test's cleanup
+        # spent idle. Shorter turns here; nothing else changes.
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.amqpdriver.'
+            'ACK_REQUEUE_EVERY_SECONDS_MAX', 0.25))
         self.conf = make_conf(['--config-file', self.config_path])
         transport = messaging.get_rpc_transport(self.conf,
                                                 url=self.transport_url)

@@ -23,7 +23,7 @@ from tests import waiting
 #: How long a wait for a state lasts at most, in seconds.
 DEADLINE = 180
 #: Seconds between two looks.
-POLL = 0.5
+POLL = 0.25
 
 
 def deadline(max_retries=0, poll=POLL):
