@@ -47,13 +47,18 @@ region and the slot's port under its base region, as a card without
 SR-IOV; its SR-IOV VFs (8086:bccf, ``PCIE_DEVICE_ID_INTEL_DFL_VF``, same
 subsystem ids) carry the slot's AFU, each a part of it (the OFS FIM's
 PF/VF mux: "FPGA Interface Manager Technical Reference Manual for Intel
-Agilex 7 PCIe Attach", section "PF/VF Mapping": PF0-VF0 HE-MEM,
-PF0-VF1 HE-HSSI, PF0-VF2 HE-MEM-TG in the PR slot's ``afu_main``). A VF's
-BAR holds those host exercisers, not an FME or a port, so no DFL and no
-base region is enumerated under it (dfl-pci.c ``find_dfls_by_default``:
-``-ENODEV``); the OFS "Getting Started Guide" (section "Enabling SR-IOV
-/ opae.io init") binds them to ``vfio-pci`` for OPAE. They are left
-unbound here.
+Agilex PCIe Attach: Open FPGA Stack", Table 1-5 "PF/VF Mapping", from
+the FIM's ``src/afu_top/mux/top_cfg_pkg.sv``: PF0-VF0 HE-MEM, PF0-VF1
+HE-HSSI, PF0-VF2 HE-MEM-TG; renamed "Shell Technical Reference Manual:
+OFS for Agilex 7 PCIe Attach FPGAs" from OFS 2024.1). A VF's BAR holds
+those host exercisers, not an FME or a port, so no DFL and no base
+region is enumerated under it (dfl-pci.c ``find_dfls_by_default``:
+``-ENODEV``). OFS's "AFU Developer Guide: OFS for Agilex 7 FPGA PCIe
+Attach FPGAs" (2025.1, section 3.2.3 "Set up host to interface with
+example AFU") creates them with ``pci_device <PF0> vf 3`` and binds them
+to ``vfio-pci`` with ``opae.io init``, whose output shows the VFs bound
+from no driver (the PFs are unbound from ``dfl-pci`` first). They are
+left unbound here.
 """
 
 import ctypes
@@ -122,7 +127,10 @@ SOURCES = {
            'PCIE_SUBDEVICE_ID_INTEL_N6001); Documentation/ABI/testing/'
            'sysfs-bus-pci (subsystem_vendor, subsystem_device); the PR '
            'slot\'s VFs: OFS "FPGA Interface Manager Technical Reference '
-           'Manual for Intel Agilex 7 PCIe Attach" ("PF/VF Mapping")',
+           'Manual for Intel Agilex PCIe Attach: Open FPGA Stack" (Table '
+           '1-5 "PF/VF Mapping"); left unbound: OFS "AFU Developer Guide: '
+           'OFS for Agilex 7 FPGA PCIe Attach FPGAs" (3.2.3, opae.io init '
+           'binds the VFs from no driver)',
     'dev_node': 'drivers/fpga/dfl.c dfl_chrdevs ("dfl-fme", "dfl-port"); '
                 'Documentation/fpga/dfl.rst ("/dev/dfl-fme.n", '
                 '"/dev/dfl-port.m")',

@@ -1,11 +1,12 @@
 """OPAE's ``.gbs`` container ("green bitstream"), read as OPAE reads it.
 
 Source: OPAE SDK (github.com/OFS/opae-sdk, formerly OPAE/opae-sdk),
-``libbitstream/bitstream.c`` (``opae_load_bitstream``,
+``libraries/libbitstream/bitstream.c`` (``opae_load_bitstream``,
 ``opae_resolve_bitstream``, ``opae_resolve_legacy_bitstream``,
-``opae_bitstream_parse_metadata``), ``libbitstream/metadatav1.c``
-(``opae_bitstream_parse_metadata_v1``) and ``include/opae/bitstream.h``
-(``opae_bitstream_header``, ``opae_legacy_bitstream_header``, packed).
+``opae_bitstream_parse_metadata``), ``libraries/libbitstream/
+metadatav1.c`` (``opae_bitstream_parse_metadata_v1``) and
+``libraries/libbitstream/bitstream.h`` (``opae_bitstream_header``,
+``opae_legacy_bitstream_header``, packed; ``OPAE_LEGACY_BITSTREAM_MAGIC``).
 
 A GBS file is, in host (little-endian) byte order::
 
