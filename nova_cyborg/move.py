@@ -17,10 +17,10 @@ source's ARQs are parked (unbound, kept) while the guest is off:
    fails with the server running on the source as before.
 3. ``finish_resize`` builds the destination guest with the bound ARQs.
 4. Confirm deletes the parked ARQs (:func:`confirm`). Revert first checks
-   on the destination that Cyborg answers (:func:`revert_at_destination`);
-   once the destination destroyed its guest, the source deletes the
-   destination's ARQs and binds the parked ones again
-   (:func:`rebind_at_source`) before its guest is rebuilt. A revert that
+   on the destination that Cyborg answers; once the destination destroyed
+   its guest, the source deletes the destination's ARQs and binds the
+   parked ones again before its guest is rebuilt
+   (:mod:`nova_cyborg.move_revert`). A revert that
    fails on the destination leaves its ARQs Bound under the guest there.
    If the delete or the bind fails on the source, the server is in ERROR
    there with its ARQs still parked; the next hard reboot, power on or
@@ -34,7 +34,6 @@ it between hosts. So are ARQs that must go but could not be deleted
 
 from nova.compute import vm_states
 from nova import exception as nova_exception
-from nova import objects
 from oslo_log import log as logging
 
 # The bookkeeping moved to nova_cyborg.bookkeeping; its names stay
@@ -59,9 +58,6 @@ from nova_cyborg import exception
 from nova_cyborg.i18n import _
 
 LOG = logging.getLogger(__name__)
-
-#: The instance action event of a revert that could not start.
-REVERT_EVENT = 'compute_revert_resize_accelerators'
 
 
 def remember_retired(instance, arq_uuids):
@@ -203,7 +199,8 @@ def _bind_new(virtapi, context, instance, dp_name, request_spec, migration,
         for arq in arqs})
 
 
-def _foreign(instance, arqs, hostnames):
+def foreign_arqs(instance, arqs, hostnames):
+    """The UUIDs of ``arqs`` bound to none of ``hostnames``."""
     return [arq.get('uuid') for arq in arqs
             if arq.get('hostname') not in hostnames]
 
@@ -228,7 +225,8 @@ def swap_to_destination(virtapi, context, instance, flavor, request_spec,
     arqs = nc_client.get_client(context).get_arqs_for_instance(
         arq_owner(instance))
     # ARQs bound to another host are left over from an earlier failure.
-    retire(context, instance, _foreign(instance, arqs, _hostnames(instance)))
+    retire(context, instance,
+           foreign_arqs(instance, arqs, _hostnames(instance)))
     source_arqs = on_host(instance, arqs)
     stopped_here = False
     unsure = False
@@ -308,7 +306,7 @@ def undo_swap(virtapi, context, instance, migration):
     try:
         arqs = nc_client.get_client(context).get_arqs_for_instance(
             arq_owner(instance))
-        retire(context, instance, _foreign(instance, arqs, source))
+        retire(context, instance, foreign_arqs(instance, arqs, source))
         unpark(virtapi, context, instance,
                bound={arq.get('uuid') for arq in arqs
                       if arq.get('hostname') in source and
@@ -339,90 +337,3 @@ def confirm(context, instance):
     arq_uuids = [u for u, _rp, _host in parked(instance)]
     store(instance, PARKED_PREFIX, [])
     retire(context, instance, arq_uuids)
-
-
-def revert_at_destination(context, instance, migration=None, driver=None):
-    """The move is about to be reverted: check that Cyborg answers, since
-    the source needs it to delete the destination's ARQs and bind the
-    parked ones again (:func:`rebind_at_source`). Nothing is deleted or
-    stopped here: the destination's ARQs stay Bound under its guest until
-    the destination has destroyed it, so that a revert failing on the
-    destination (Neutron, Cinder, libvirt) leaves a running guest whose
-    devices Cyborg still counts as its own (and a vGPU guest keeps its
-    mdevs, which the sidecar removes only with an unbound ARQ).
-
-    :param migration: the nova.objects.Migration being reverted (status
-        ``reverting``).
-    :param driver: the compute host's virt driver (unused, kept for the
-        hook's signature).
-    :returns: True to go on with the revert. False if it must not start:
-        Cyborg could not be reached. Nothing changed then: the migration is
-        ``finished`` again, the server's task state is cleared (it stays in
-        VERIFY_RESIZE, running on the destination with its devices) and an
-        instance action event in error (:data:`REVERT_EVENT`) says why;
-        the revert, or a confirm, can be asked for again.
-    """
-    if not (parked(instance) or _profile(instance.flavor)):
-        return True
-    try:
-        nc_client.get_client(context).get_arqs_for_instance(
-            arq_owner(instance))
-    except exception.CyborgError as e:
-        error = exception.RevertNotStarted(error=e)
-        LOG.error('%s', error.format_message(), instance=instance)
-        if migration is not None:
-            migration.status = 'finished'
-            migration.save()
-        instance.task_state = None
-        instance.save()
-        _record_failure(context, instance, REVERT_EVENT, error)
-        return False
-    return True
-
-
-def _record_failure(context, instance, event, error):
-    """An instance action event in error, saying why, for the owner."""
-    try:
-        objects.InstanceActionEvent.event_start(
-            context, instance.uuid, event, want_result=False,
-            host=instance.host)
-        objects.InstanceActionEvent.event_finish_with_failure(
-            context, instance.uuid, event, exc_val=error.format_message(),
-            exc_tb='')
-    except Exception as e:  # noqa: B902 (the state is restored already)
-        LOG.warning('Could not record the instance action event %(ev)s: '
-                    '%(err)s', {'ev': event, 'err': e}, instance=instance)
-
-
-def rebind_at_source(virtapi, context, instance):
-    """Delete the destination's ARQs, then bind the parked ones again,
-    before the source guest is rebuilt.
-
-    Runs on the source in ``finish_revert_resize``, after the destination
-    destroyed its guest: no device is in use there any more. The
-    instance's host and node are the source's again, so the ARQs bound to
-    another host are the destination's (Cyborg would refuse the bind of
-    the parked ones next to them).
-
-    :raises: CyborgError if the destination's ARQs could not be deleted
-        (they are remembered, and deleted at the next move), or the
-        binding failure; the revert fails with it, the ARQs of the source
-        still parked (:func:`nova_cyborg.recovery.parked_here`).
-    """
-    # The flavor is the source's again; the destination's ARQs come from
-    # the flavor the server was being resized to.
-    if not (parked(instance) or _profile(instance.flavor) or
-            _profile(migration_flavor(instance))):
-        return
-    client = nc_client.get_client(context)
-    foreign = _foreign(instance, client.get_arqs_for_instance(
-        arq_owner(instance)), _hostnames(instance))
-    if foreign:
-        try:
-            client.delete_arqs_strictly(foreign)
-        except exception.CyborgError:
-            remember_retired(instance, foreign)
-            raise
-        LOG.info('Deleted the accelerator requests %s of the destination',
-                 ','.join(foreign), instance=instance)
-    unpark(virtapi, context, instance)

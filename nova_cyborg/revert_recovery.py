@@ -2,11 +2,11 @@
 
 ``revert_resize`` runs on the destination with the server in
 RESIZE_REVERTING: it checks that Cyborg answers
-(:func:`nova_cyborg.move.revert_at_destination`), tears down the guest's
+(:func:`nova_cyborg.move_revert.revert_at_destination`), tears down the guest's
 networks, destroys the guest, drops its claim and casts
 ``finish_revert_resize`` to the source, which deletes the destination's
 ARQs, binds the parked ones again and rebuilds the guest
-(:func:`nova_cyborg.move.rebind_at_source`). A destination nova-compute
+(:func:`nova_cyborg.move_revert.rebind_at_source`). A destination nova-compute
 that stops anywhere in there leaves the server in RESIZE_REVERTING for
 good: upstream's ``_init_instance`` has no case for it, and every action
 on the server is refused. Meanwhile the destination's ARQs are Bound

@@ -17,6 +17,7 @@ from nova_cyborg import evacuate
 from nova_cyborg import live_migration_compute
 from nova_cyborg import live_migration_reset as lm_reset
 from nova_cyborg import move
+from nova_cyborg import move_revert
 from nova_cyborg import recovery
 from nova_cyborg import revert_recovery
 from nova_cyborg import rpc
@@ -274,10 +275,12 @@ def revert_at_destination(context, instance, migration, driver=None):
     :returns: False if Cyborg could not be reached: the revert returns at
         once, nothing changed, the server still in VERIFY_RESIZE on the
         destination and its migration ``finished``, so that the revert can
-        be asked for again (:func:`nova_cyborg.move.revert_at_destination`).
+        be asked for again
+        (:func:`nova_cyborg.move_revert.revert_at_destination`).
         True otherwise, and for a server without accelerators.
     """
-    return move.revert_at_destination(context, instance, migration, driver)
+    return move_revert.revert_at_destination(context, instance, migration,
+                                             driver)
 
 
 def rebind_at_source(virtapi, context, instance):
@@ -286,7 +289,7 @@ def rebind_at_source(virtapi, context, instance):
     guest: the destination's ARQs are deleted, then the parked ones bound
     again.
     """
-    move.rebind_at_source(virtapi, context, instance)
+    move_revert.rebind_at_source(virtapi, context, instance)
 
 
 def after_evacuation(context, instance):

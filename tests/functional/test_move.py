@@ -18,7 +18,7 @@ from oslo_concurrency import processutils  # noqa: E402
 
 from nova_cyborg import client as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
-from nova_cyborg import move  # noqa: E402
+from nova_cyborg import move_revert  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
 #: Two groups: each port of a DFL card is a provider of one.
@@ -253,7 +253,7 @@ class MoveTest(TwoHostsBase):
             self.api.post_server_action(self.server['id'],
                                         {'revertResize': None})
             event = self._wait_for_instance_action_event(
-                self.server, 'revertResize', move.REVERT_EVENT, 'Error')
+                self.server, 'revertResize', move_revert.REVERT_EVENT, 'Error')
         self.assertIn('The revert did not start', event['details'])
         # Nothing changed: the guest still runs on compute2 with its
         # devices, the source's ARQ is still parked, the migration can be

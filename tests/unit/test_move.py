@@ -13,6 +13,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_cyborg import client
 from nova_cyborg import exception
 from nova_cyborg import move
+from nova_cyborg import move_revert
 
 DP = 'accel:device_profile'
 PARKED = move.PARKED_PREFIX
@@ -506,7 +507,7 @@ class RevertTest(MoveTestBase):
     def test_at_destination_deletes_nothing(self):
         # The destination's ARQs stay Bound under its guest until the
         # guest is destroyed: the source deletes them (rebind_at_source).
-        self.assertTrue(move.revert_at_destination(
+        self.assertTrue(move_revert.revert_at_destination(
             self.context, self.instance, mock.Mock()))
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
@@ -518,7 +519,7 @@ class RevertTest(MoveTestBase):
         # Resized from a flavor with a profile to one without.
         self.instance.flavor = _flavor()
         self.instance.system_metadata = dict(SOURCE_PARKED)
-        self.assertTrue(move.revert_at_destination(
+        self.assertTrue(move_revert.revert_at_destination(
             self.context, self.instance))
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
@@ -527,7 +528,7 @@ class RevertTest(MoveTestBase):
 
     def test_at_destination_without_accelerators(self):
         self.instance.flavor = _flavor()
-        move.revert_at_destination(self.context, self.instance)
+        move_revert.revert_at_destination(self.context, self.instance)
         self.get_client.assert_not_called()
 
     def test_at_destination_cyborg_down_leaves_the_revert_retriable(self):
@@ -539,7 +540,7 @@ class RevertTest(MoveTestBase):
                                'event_start') as start, \
                 mock.patch.object(objects.InstanceActionEvent,
                                   'event_finish_with_failure') as failed:
-            self.assertFalse(move.revert_at_destination(
+            self.assertFalse(move_revert.revert_at_destination(
                 self.context, self.instance, migration))
         # Revertable (and confirmable) again: what the API looks for.
         self.assertEqual('finished', migration.status)
@@ -547,7 +548,8 @@ class RevertTest(MoveTestBase):
         self.assertIsNone(self.instance.task_state)
         self.save.assert_called_once_with()
         start.assert_called_once_with(self.context, uuids.inst,
-                                      move.REVERT_EVENT, want_result=False,
+                                      move_revert.REVERT_EVENT,
+                                      want_result=False,
                                       host=self.instance.host)
         message = failed.call_args[1]['exc_val']
         self.assertIn('unreachable', message)
@@ -561,7 +563,7 @@ class RevertTest(MoveTestBase):
         self.cyclient.get_arqs_for_instance.return_value = [
             {'uuid': uuids.b0, 'attach_handle_type': 'MDEV',
              'hostname': 'dest-node', 'state': 'Bound'}]
-        self.assertTrue(move.revert_at_destination(
+        self.assertTrue(move_revert.revert_at_destination(
             self.context, self.instance, mock.Mock(), driver))
         self.assertEqual([], driver.mock_calls)
 
@@ -575,7 +577,7 @@ class RevertTest(MoveTestBase):
 
     def test_rebind_at_source_deletes_the_destination_first(self):
         self._at_source()
-        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
         self.assertEqual([
             mock.call.cyborg.get_arqs_for_instance(uuids.inst),
             mock.call.cyborg.delete_arqs_strictly([uuids.b0, uuids.b1]),
@@ -592,7 +594,7 @@ class RevertTest(MoveTestBase):
         self._at_source()
         self.cyclient.delete_arqs_strictly.side_effect = (
             exception.CyborgError(op='delete', msg='unreachable'))
-        self.assertRaises(exception.CyborgError, move.rebind_at_source,
+        self.assertRaises(exception.CyborgError, move_revert.rebind_at_source,
                           self.virtapi, self.context, self.instance)
         self.cyclient.bind_arqs.assert_not_called()
         meta = self.meta()
@@ -606,7 +608,7 @@ class RevertTest(MoveTestBase):
         # only the parked ARQs are bound.
         self.instance.system_metadata = dict(SOURCE_PARKED)
         self.cyclient.get_arqs_for_instance.return_value = []
-        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
         self.cyclient.delete_arqs_strictly.assert_not_called()
         self.cyclient.bind_arqs.assert_called_once_with(PARKED_BINDINGS)
 
@@ -614,18 +616,18 @@ class RevertTest(MoveTestBase):
         self.instance.system_metadata = dict(SOURCE_PARKED)
         self.get_bound.side_effect = nova_exception.InstanceEventTimeout()
         self.assertRaises(nova_exception.InstanceEventTimeout,
-                          move.rebind_at_source, self.virtapi, self.context,
-                          self.instance)
+                          move_revert.rebind_at_source, self.virtapi,
+                          self.context, self.instance)
         self.assertEqual(SOURCE_PARKED, self.meta())
 
     def test_rebind_at_source_nothing_parked(self):
-        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
         self.cyclient.bind_arqs.assert_not_called()
         self.get_bound.assert_not_called()
 
     def test_rebind_at_source_without_accelerators(self):
         self.instance.flavor = _flavor()
-        move.rebind_at_source(self.virtapi, self.context, self.instance)
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
         self.get_client.assert_not_called()
 
 
