@@ -25,6 +25,9 @@ Which tests (``tests/upstream/``):
 * ``expected-differences-functional.txt``: upstream tests whose
   expectation the series changes on purpose, excluded (same format as
   ``expected-differences.txt``: ``<test id or prefix>  # <reason>``).
+  ``--expected FILE`` (repeatable) reads the given lists instead, e.g.
+  that one and ``expected-differences-functional-nova33.txt`` for
+  Nova 33.
 
 Nova's notification sample tests read their samples from
 ``doc/notification_samples`` next to the ``nova`` package, which the wheel
@@ -114,18 +117,25 @@ def main(argv=None):
     parser.add_argument('--unpatched', action='store_true',
                         help='Revert the series for the run (baseline), '
                              'apply it again afterwards.')
+    parser.add_argument('--expected', action='append', metavar='FILE',
+                        help='An expected differences list (repeatable); '
+                             'default: %s.' % os.path.basename(EXPECTED))
     args = parser.parse_args(argv)
 
-    differences = unit_run.read_differences(EXPECTED)
-    if args.no_exclude or args.unpatched:
-        differences = []
+    expected = args.expected or [EXPECTED]
+    differences = []
+    if not (args.no_exclude or args.unpatched):
+        for path in expected:
+            differences += unit_run.read_differences(path)
     site = unit_run.nova_site_packages()
     work_dir, cmd = unit_run.stestr_command(
         args, site, os.path.join(site, 'nova', 'tests', 'functional'),
         differences, CI_SUBSET, FULL_SCOPE)
-    print('Nova from %s (%s); %d expected differences excluded'
+    print('Nova from %s (%s); %d expected differences excluded (%s)'
           % (site, 'unpatched' if args.unpatched else 'as installed',
-             len(differences)), flush=True)
+             len(differences),
+             ', '.join(os.path.relpath(path) for path in expected)),
+          flush=True)
     print(' '.join(cmd), flush=True)
     env = dict(os.environ)
     # Nova's tests find api-paste.ini under $state_path (the site-packages
