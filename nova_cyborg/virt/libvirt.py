@@ -239,20 +239,34 @@ def remove_pci_hostdevs(driver, guest, instance, accel_info):
                if arq.attach_type == arq_obj.ATTACH_TYPE_PCI]
     for dev in devices:
         parts = (dev.domain, dev.bus, dev.slot, dev.function)
-        name = '%s:%s:%s.%s' % parts
-        conf = _device_conf(guest, _hex_key(parts))
-        live = conf()
-        if live is not None and live.alias is None:
-            guest.detach_device(dev, persistent=True, live=True)
-            continue
-        try:
-            driver._detach_with_retry(guest, instance.uuid, conf, name)
-        except nova_exception.DeviceNotFound:
-            continue  # in neither: nothing to detach
-        except nova_exception.DeviceDetachFailed as e:
-            raise nova_exception.PciDeviceDetachFailed(
-                reason=e.format_message(), dev=name)
+        remove_device(driver, guest, instance, dev,
+                      _device_conf(guest, _hex_key(parts)),
+                      '%s:%s:%s.%s' % parts)
     _check_detached(guest, devices, persistent=True)
+
+
+def remove_device(driver, guest, instance, dev, find, name):
+    """Remove one device from a running guest's definition and live
+    domain (:func:`remove_pci_hostdevs`, per device).
+
+    :param dev: the device's config, detached as it is where the live
+        device has no alias.
+    :param find: ``find(from_persistent_config=False)`` returns the
+        device's config in the live domain or the definition, or None.
+    :param name: the device as an operator reads it.
+    :raises: PciDeviceDetachFailed if the guest did not let go of it.
+    """
+    live = find()
+    if live is not None and live.alias is None:
+        guest.detach_device(dev, persistent=True, live=True)
+        return
+    try:
+        driver._detach_with_retry(guest, instance.uuid, find, name)
+    except nova_exception.DeviceNotFound:
+        return  # in neither: nothing to detach
+    except nova_exception.DeviceDetachFailed as e:
+        raise nova_exception.PciDeviceDetachFailed(
+            reason=e.format_message(), dev=name)
 
 
 def _check_detached(guest, devices, persistent):
