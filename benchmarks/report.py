@@ -124,4 +124,10 @@ def write(rows, raw, seconds, results_dir=RESULTS_DIR, name='latest'):
                 'in the same run (or to the target). See '
                 '[README.rst](../README.rst) for what each figure means '
                 'and how it is measured.\n\n' % dict(info, command=command))
+        load = raw.get('load_average') if isinstance(raw, dict) else None
+        if load and 'end' in load:
+            f.write('Load average (1, 5, 15 min) at the start: %s; at the '
+                    'end: %s.\n\n' % tuple(
+                        ', '.join('%.2f' % v for v in load[k])
+                        for k in ('start', 'end')))
         f.write(markdown_table(rows) + '\n')

@@ -5,7 +5,8 @@ patched Nova (P1, P3), then against unpatched Nova (P2, P3; this
 environment's Nova is reverted with ``nova-cyborg-patch revert`` and
 patched again afterwards, whatever happens), the sidecar's steady state
 (P5), the local cloud's cold start (P7) and a storm against it (P4),
-discovery (P6) and one cycle on a dense host (P10). Each
+discovery (P6), one cycle on a dense host (P10), addAccelerator and
+removeAccelerator (P11) and live migrations (P12). Each
 harness benchmark runs in its own process (``python -m testtools.run
 benchmarks.<module>``) and writes JSON; its log goes to
 ``benchmarks/results/logs/``. A benchmark that fails becomes a "not
@@ -13,7 +14,8 @@ measured" row that points at its log; the others still run. Then the
 herd (P8, P9): one run per size of ``--herd-hosts``.
 
 Benchmarks named on the command line (``herd``, ``boots``, ``steady``,
-``cloud``, ``discovery``, ``dense``, or figures such as ``P5``) run alone;
+``cloud``, ``discovery``, ``dense``, ``attach``, ``migration``, or figures
+such as ``P5``) run alone;
 their table goes to ``benchmarks/results/<names>.{json,md}`` instead of
 ``latest``.
 """
@@ -26,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import action_figures
 from benchmarks import cloud
 from benchmarks import dense_host
 from benchmarks import discovery
@@ -41,7 +44,7 @@ ROUNDS = 2
 #: The figures of each benchmark, for selecting them by name.
 GROUPS = {'boots': ('P1', 'P2', 'P3'), 'cloud': ('P4', 'P7'),
           'steady': ('P5',), 'discovery': ('P6',), 'herd': ('P8', 'P9'),
-          'dense': ('P10',)}
+          'dense': ('P10',), 'attach': ('P11',), 'migration': ('P12',)}
 FIGURES = frozenset(f for figures_ in GROUPS.values() for f in figures_)
 
 
@@ -137,8 +140,14 @@ def parse_args(argv):
     parser.add_argument('--herd-hosts', default='8,32',
                         help='comma-separated herd sizes for P8 and P9 '
                              '(default 8,32)')
+    parser.add_argument('--attach-rounds', type=int, default=20,
+                        help='measured rounds of P11 (each: 3 boots, 4 '
+                             'actions; default 20)')
+    parser.add_argument('--migration-rounds', type=int, default=15,
+                        help='measured live migrations of each server of '
+                             'P12, per device kind (default 15)')
     parser.add_argument('only', nargs='*', metavar='BENCHMARK',
-                        help='run only these: %s, or figures (P1-P10)' % (
+                        help='run only these: %s, or figures (P1-P12)' % (
                             ', '.join(sorted(GROUPS))))
     return parser.parse_args(argv)
 
@@ -154,7 +163,7 @@ def selected_skip(args):
             elif name.upper() in FIGURES:
                 chosen.add(name.upper())
             else:
-                raise SystemExit('unknown benchmark %r (known: %s, P1-P10)'
+                raise SystemExit('unknown benchmark %r (known: %s, P1-P12)'
                                  % (name, ', '.join(sorted(GROUPS))))
         skip |= FIGURES - chosen
     return skip
@@ -171,6 +180,28 @@ def herd(sizes):
     return runs
 
 
+def actions(skip, attach_rounds, migration_rounds):
+    """P11 and P12, each benchmark in its own process; their rows."""
+    rows, raw = [], {}
+    if 'P11' in skip:
+        rows += action_figures.attach_rows(None, 'skipped (--skip)')
+    else:
+        data, why = harness_bench('attach', env={
+            'NOVA_CYBORG_BENCH_ROUNDS': str(attach_rounds)})
+        raw['attach'] = data
+        rows += action_figures.attach_rows(data, why)
+    for kind in ('VF', 'VGPU'):
+        if 'P12' in skip:
+            rows += action_figures.migration_rows(None, 'skipped (--skip)')
+            break
+        data, why = harness_bench(
+            'live_migration.%sMigrationBench' % kind, env={
+                'NOVA_CYBORG_BENCH_ROUNDS': str(migration_rounds)})
+        raw['migration_' + kind.lower()] = data
+        rows += action_figures.migration_rows(data, why)
+    return rows, raw
+
+
 def main(argv=None):
     args = parse_args(argv)
     skip = selected_skip(args)
@@ -178,7 +209,7 @@ def main(argv=None):
     skipped = (None, 'skipped (--skip)')
     started = time.monotonic()
     os.makedirs(LOG_DIR, exist_ok=True)
-    raw = {}
+    raw = {'load_average': {'start': os.getloadavg()}}
     set_patched(True)  # the local cloud and the sidecar runs want it too
     _out('Benchmarks (logs in %s):' % os.path.relpath(LOG_DIR, REPO_ROOT))
     ours = upstream = skipped
@@ -219,6 +250,9 @@ def main(argv=None):
         herds = herd(herd_sizes)
         _out('  herd: %.0f s' % (time.monotonic() - start))
     raw['herd'] = {str(n): data for n, data, _why in herds}
+    action_rows, action_raw = actions(skip, args.attach_rounds,
+                                      args.migration_rounds)
+    raw.update(action_raw)
 
     rows = figures.boots(ours[0], upstream[0], ours[1] or upstream[1])
     rows += figures.storm(*storm)
@@ -227,11 +261,13 @@ def main(argv=None):
     rows += dense_host.rows(*dense)
     rows += figures.cold_start(*cold)
     rows += figures.herd(herds)
+    rows += action_rows
     if args.only:
         # Only what was asked for, in a table of its own.
         rows = [r for r in rows if r.figure.split()[0] not in skip]
     name = '-'.join(n.lower() for n in args.only) or 'latest'
     seconds = time.monotonic() - started
+    raw['load_average']['end'] = os.getloadavg()
     report.write(rows, raw, seconds, name=name)
     _out()
     _out(report.text_table(rows))
