@@ -1,5 +1,6 @@
-"""removeAccelerator on a running guest, against a real libvirtd and QEMU
-(TCG, no OS), through the project's per-device removal
+"""removeAccelerator and addAccelerator on a running guest, against a real
+libvirtd and QEMU (TCG, no OS). Removal goes through the project's
+per-device removal
 (``nova_cyborg.virt.libvirt.remove_device``, the body of
 ``remove_pci_hostdevs``) and Nova's real
 ``LibvirtDriver._detach_with_retry`` on a real ``Host``.
@@ -39,6 +40,7 @@ from lxml import etree
 from nova import exception as nova_exception
 from nova.virt.libvirt import config as vconfig
 
+from nova_cyborg.virt import hotplug
 from nova_cyborg.virt import libvirt as nc_libvirt
 from tests.libvirt_real import base
 
@@ -172,3 +174,29 @@ class RemoveFromRunningGuestTestCase(base.TestCase):
                                   persistent=True, live=False)
         self.assertEqual(libvirt.VIR_ERR_DEVICE_MISSING,
                          error.get_error_code())
+
+
+class AddToRunningGuestTestCase(base.TestCase):
+    """addAccelerator on a running guest (``hotplug.attach``): the path
+    follows libvirt's state, and the definition gets no second copy."""
+
+    def test_running_guest_is_plugged_live_definition_untouched(self):
+        arq = base.pci()
+        guest = self.define()
+        guest.launch()
+        # An earlier addAccelerator got the device into the definition
+        # only (libvirt refuses a second copy there: "already in the
+        # domain configuration").
+        guest.attach_device(nc_libvirt.hostdev_config(
+            nc_libvirt.validated([arq])[0]), persistent=True, live=False)
+        self.bound(arq)
+        error = self.assertRaises(libvirt.libvirtError, hotplug.attach,
+                                  self.driver, self.context, self.instance,
+                                  [arq])
+        # The live plug was asked (nothing to pass through here), not the
+        # definition again.
+        self.assertEqual(libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
+                         error.get_error_code())
+        self.assertEqual(1, self.saved(guest).count('<hostdev'))
+        self.assertEqual(set(), self.keys(self.live(guest)))
+        self.assertTrue(guest.is_active())
