@@ -46,6 +46,16 @@ def differences(values, baselines):
     return report.median(values) - report.median(baselines)
 
 
+def phase_medians(phases):
+    """``[(phase, median ms, in how many)]`` of a list of ``{phase:
+    ms}`` (one per action), the longest first; a phase absent from an
+    action counts 0 there."""
+    names = {name for one in phases for name in one}
+    medians = [(name, report.median([one.get(name, 0) for one in phases]),
+                sum(1 for one in phases if name in one)) for name in names]
+    return sorted(medians, key=lambda m: (-m[1], m[0]))
+
+
 def _pair(figure, values, baseline, baseline_label, note=''):
     """A median row and a p95 row, each as a ratio to ``baseline``."""
     n, med, p95 = summary(values)
@@ -98,6 +108,21 @@ def attach_rows(data, why=None):
                     'records it; the guest gets it at its next start.')
         rows += _pair('P11 %s' % label, data['actions'][key], added,
                       '%s boot - plain' % kind, note)
+    for key, _kind, label in ATTACH_KINDS:
+        phases = data.get('action_phases', {}).get(key)
+        if not phases:
+            continue
+        rows.append(report.Row(
+            'P11 (info) where %s goes' % label, 'see note',
+            note='P11 %s, median ms per phase (n=%d): %s. "api and cast": '
+                 "POST to nova-compute's handler starting; \"handler\": "
+                 'the handler, which holds the others (Cyborg and '
+                 'Placement calls, bind_and_wait: the bind and the wait '
+                 'for its event, libvirt: the hot plug or the '
+                 'definition); phases overlap, they do not add up.' % (
+                     label, len(phases), ', '.join(
+                         '%s %.0f' % (name, ms_) for name, ms_, _n in
+                         phase_medians(phases)))))
     for key, kind, label in ATTACH_KINDS[::2]:
         inside = data['action_bind'].get(key)
         at_boot = data['boot_bind'].get(kind)

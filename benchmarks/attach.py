@@ -47,6 +47,16 @@ WATCHED = [
     ('nova_cyborg.rpc_endpoint._Actions.add_accelerator', 'add'),
     ('nova_cyborg.rpc_endpoint._Actions.remove_accelerator', 'remove'),
     ('nova_cyborg.client.CyborgClient.bind_arqs', 'cyborg.bind'),
+    # Where an action's time goes (inside nova-compute's handler).
+    ('nova_cyborg.client.get_device_profile_request_groups',
+     'cyborg.profile'),
+    ('nova_cyborg.client.CyborgClient.get_arqs_for_instance', 'cyborg.get'),
+    ('nova_cyborg.client.CyborgClient.create_arqs', 'cyborg.create'),
+    ('nova_cyborg.allocations.add', 'placement.add'),
+    ('nova_cyborg.allocations.remove', 'placement.remove'),
+    ('nova_cyborg.move.bind_and_wait', 'bind_and_wait'),
+    ('nova_cyborg.move.retire', 'cyborg.retire'),
+    ('nova_cyborg.attach._driver', 'libvirt'),
 ]
 
 
@@ -112,21 +122,27 @@ class DeviceRemovedEvents(fixtures.Fixture):
 class AttachBench(harness.BenchBase):
 
     def timed_action(self, server, action, dp, n_arqs):
-        """``(seconds, [bind seconds])`` of one action; checks its outcome."""
+        """``(seconds, [bind seconds], {phase: ms})`` of one action;
+        checks its outcome."""
         name = 'add' if action == 'addAccelerator' else 'remove'
         begun = time.time()
         self.api.post_server_action(server['id'],
                                     {action: {'device_profile': dp}})
         call = self.watch.wait(name, begun, uuid=server['id'])
-        binds = [c.end - c.start
-                 for c in self.watch.between(begun, call.end)
-                 if c.name == 'cyborg.bind']
+        calls = self.watch.between(begun, call.end)
+        binds = [c.end - c.start for c in calls if c.name == 'cyborg.bind']
+        phases = {'api and cast': (call.start - begun) * 1000,
+                  'handler': (call.end - call.start) * 1000}
+        for c in calls:
+            if c.name not in ('add', 'remove'):
+                phases[c.name] = phases.get(c.name, 0) + (
+                    c.end - c.start) * 1000
         self.assertTrue(call.ok, '%s %s raised' % (action, dp))
         self.assertEqual(n_arqs, len(self.cyborg.list_arqs(server['id'])),
                          '%s %s' % (action, dp))
         self.assertIsNone(
             self.api.get_server(server['id'])['OS-EXT-STS:task_state'])
-        return call.end - begun, binds
+        return call.end - begun, binds, phases
 
     def test_attach(self):
         rounds = int(os.environ.get('NOVA_CYBORG_BENCH_ROUNDS', '20'))
@@ -143,7 +159,8 @@ class AttachBench(harness.BenchBase):
         self._stop_server(stopped)
         result = {'boot': {'fpga': [], 'vgpu': [], 'plain': []},
                   'boot_bind': {'fpga': [], 'vgpu': []},
-                  'actions': {}, 'action_bind': {}, 'rounds': rounds,
+                  'actions': {}, 'action_bind': {}, 'action_phases': {},
+                  'rounds': rounds,
                   'warmup': WARMUP}
         boots = [('fpga', fpga), ('vgpu', vgpu), ('plain', plain)]
         actions = [
@@ -165,14 +182,13 @@ class AttachBench(harness.BenchBase):
                     self.assertEqual(
                         1, len(self.cyborg.list_arqs(server['id'])))
                 self.timed_delete(server)
-                measured.append((kind, seconds, binds))
+                measured.append((kind, seconds, binds, None))
             for key, server, action, dp, n_arqs in actions:
-                seconds, binds = self.timed_action(server, action, dp,
-                                                   n_arqs)
-                measured.append((key, seconds, binds))
+                measured.append((key,) + self.timed_action(
+                    server, action, dp, n_arqs))
             if i < WARMUP:
                 continue
-            for key, seconds, binds in measured:
+            for key, seconds, binds, phases in measured:
                 if key in result['boot']:
                     result['boot'][key].append(seconds)
                     if key in result['boot_bind']:
@@ -180,4 +196,6 @@ class AttachBench(harness.BenchBase):
                 else:
                     result['actions'].setdefault(key, []).append(seconds)
                     result['action_bind'].setdefault(key, []).extend(binds)
+                    result['action_phases'].setdefault(key, []).append(
+                        phases)
         self.write_result(result)

@@ -141,3 +141,23 @@ class SelectionTest(testtools.TestCase):
                          run.selected_skip(args))
         self.assertEqual(5, args.migration_rounds)
         self.assertEqual(20, args.attach_rounds)
+
+
+class PhaseMediansTest(testtools.TestCase):
+
+    def test_longest_first_absent_counts_zero(self):
+        phases = [{'handler': 900.0, 'libvirt': 100.0},
+                  {'handler': 1100.0, 'libvirt': 300.0, 'cyborg.get': 50.0},
+                  {'handler': 1000.0, 'libvirt': 200.0}]
+        self.assertEqual(
+            [('handler', 1000.0, 3), ('libvirt', 200.0, 3),
+             ('cyborg.get', 0, 1)],
+            action_figures.phase_medians(phases))
+
+    def test_a_row_whose_note_lists_them(self):
+        data = _attach_data()
+        data['action_phases'] = {'add fpga running': [
+            {'handler': 900.0, 'api and cast': 40.0}]}
+        (row,) = [r for r in action_figures.attach_rows(data)
+                  if r.figure.startswith('P11 (info) where')]
+        self.assertIn('(n=1): handler 900, api and cast 40.', row.note)
