@@ -11,18 +11,29 @@ LOG = logging.getLogger(__name__)
 # defined domain. (0 means the same to libvirt, but not to every
 # implementation of its API, Nova's fakelibvirt among them.)
 ALL_DOMAINS = 1 | 2
+#: VIR_DOMAIN_XML_INACTIVE: a running domain's saved definition (what its
+#: next start gets), where XMLDesc(0) gives its live one.
+XML_INACTIVE = 2
 
 
-def _hex(value):
-    return int(value, 16)
+def _number(value):
+    """A PCI address attribute as libvirt reads it
+    (``virPCIDeviceAddressParseXML``: ``strtoul`` with base 0): ``0x``
+    hex, a leading ``0`` octal, anything else decimal."""
+    text = value.strip()
+    if text[:2].lower() == '0x':
+        return int(text[2:], 16)
+    if len(text) > 1 and text.startswith('0'):
+        return int(text[1:], 8)
+    return int(text, 10)
 
 
 def _pci_address(address):
     try:
         return '%04x:%02x:%02x.%x' % (
-            _hex(address.get('domain')), _hex(address.get('bus')),
-            _hex(address.get('slot')), _hex(address.get('function')))
-    except (TypeError, ValueError):
+            _number(address.get('domain')), _number(address.get('bus')),
+            _number(address.get('slot')), _number(address.get('function')))
+    except (AttributeError, TypeError, ValueError):
         return None
 
 
@@ -70,13 +81,23 @@ class DomainInspector:
 
     def users(self):
         """Return ``{pci address or mdev uuid: (Guest, ...)}``: every
-        domain whose definition (running or not) holds the device."""
+        domain whose definition (running or not; for a running one, its
+        live or its saved definition) holds the device."""
         users = {}
         conn = self._connect()
         for domain in conn.listAllDomains(ALL_DOMAINS):
+            active = bool(domain.isActive())
             pci, mdevs = devices_in_xml(domain.XMLDesc(0))
+            if active:
+                # A running guest holds what its live definition has, and
+                # gets what its saved one has at its next start (a device
+                # hot-plugged to the definition only, or one a live
+                # detach still waits for the guest to release).
+                saved_pci, saved_mdevs = devices_in_xml(
+                    domain.XMLDesc(XML_INACTIVE))
+                pci, mdevs = pci | saved_pci, mdevs | saved_mdevs
             guest = Guest(domain.name(), domain.UUIDString().lower(),
-                          bool(domain.isActive()))
+                          active)
             for device in pci | mdevs:
                 users.setdefault(device, set()).add(guest)
         return {device: tuple(sorted(guests))

@@ -16,8 +16,13 @@ XML = """<domain type='kvm'><name>instance-1</name><devices>
 
 
 class FakeDomain:
-    def __init__(self, name, xml, active=1):
+    """A domain as libvirt answers: XMLDesc(0) its live definition when it
+    runs, XMLDesc(VIR_DOMAIN_XML_INACTIVE) its saved one (``saved``; the
+    same unless given)."""
+
+    def __init__(self, name, xml, active=1, saved=None):
         self._name, self._xml, self._active = name, xml, active
+        self._saved = xml if saved is None else saved
 
     def name(self):
         return self._name
@@ -29,6 +34,8 @@ class FakeDomain:
         return 'C0FFEE00-0000-4000-8000-00000000000' + self._name[-1]
 
     def XMLDesc(self, flags):
+        if flags & domains.XML_INACTIVE or not self._active:
+            return self._saved
         return self._xml
 
 
@@ -65,3 +72,21 @@ class DomainsTest(testtools.TestCase):
         self.assertEqual('instance-3', inspector.devices_in_use()[mdev])
         conn.doms.append(FakeDomain('instance-1', XML))
         self.assertEqual('instance-1', inspector.devices_running()[mdev])
+
+    def test_addresses_read_as_libvirt_reads_them(self):
+        # strtoul with base 0: hex with 0x, octal with a leading 0, else
+        # decimal (libvirt's virPCIDeviceAddressParseXML).
+        xml = XML.replace("bus='0x81' slot='0x00' function='0x1'",
+                          "bus='129' slot='010' function='1'")
+        pci, _mdevs = domains.devices_in_xml(xml)
+        self.assertEqual({'0000:81:08.1'}, pci)
+
+    def test_running_guest_holds_its_saved_definition_too(self):
+        # A device only in a running guest's saved definition (plugged to
+        # the definition only, or a live detach the guest has not yet
+        # acknowledged is the other way round): it is the guest's.
+        live = XML.replace("function='0x1'", "function='0x3'")
+        conn = FakeConnection([FakeDomain('instance-1', live, saved=XML)])
+        users = domains.DomainInspector(lambda: conn).devices_running()
+        self.assertEqual('instance-1', users['0000:81:00.1'])
+        self.assertEqual('instance-1', users['0000:81:00.3'])
