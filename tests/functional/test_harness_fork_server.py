@@ -91,3 +91,29 @@ class ForkServerTest(testtools.TestCase):
         self.assertEqual(0, second.wait(DEADLINE))
         self.assertIsNone(first.poll())
         self.assertNotEqual(first.pid, second.pid)
+
+
+class PidGivenAgainTest(testtools.TestCase):
+    """A child forked with the pid of an earlier, reaped one is running:
+    the earlier child's exit is not reported as its own (a child of the
+    suite's Cyborg was once taken for dead at its start, 'exited with
+    -9', the exit of the earlier child that had its pid)."""
+
+    def test_new_child_with_an_old_pid_runs(self):
+        client = fork_server._Client.__new__(fork_server._Client)
+        client._cond = fork_server.threading.Condition()
+        client._answers, client._exits, client._gone = [], {}, False
+        lines = [{'exit': 4242, 'code': -9}, {'pid': 4242},
+                 {'exit': 4243, 'code': 0}]
+
+        class Stdout:
+            def __iter__(self):
+                return iter(json.dumps(m).encode() + b'\n' for m in lines)
+        client.process = type('P', (), {'stdout': Stdout()})()
+        client._read()
+        # The lines end here, the server does not: it still runs.
+        self.assertTrue(client._gone)
+        client._gone = False
+        self.assertIsNone(client.exit_code(4242))
+        self.assertEqual(0, client.exit_code(4243))
+        self.assertEqual([{'pid': 4242}], client._answers)

@@ -94,6 +94,12 @@ class _Client(object):
                 if 'exit' in message:
                     self._exits[message['exit']] = message['code']
                 else:
+                    # The kernel gives pids again (pid_max is 32768 here,
+                    # and a suite forks far more): a new child may have
+                    # the pid of an earlier one, reaped and reported. That
+                    # exit is not the new child's; the server answers a
+                    # fork before it reports the child's own exit.
+                    self._exits.pop(message.get('pid'), None)
                     self._answers.append(message)
                 self._cond.notify_all()
         with self._cond:
