@@ -83,8 +83,9 @@ def write_exclude_list(differences, path):
                                    reason.replace('#', '')))
 
 
-def argument_parser(description, full_scope):
-    """The arguments both runners take (run_functional.py adds its own)."""
+def argument_parser(description, full_scope, expected):
+    """The arguments both runners take (run_functional.py adds its own);
+    ``expected``: the default expected differences list."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument('--work-dir', required=True,
                         help="Where stestr keeps its repository.")
@@ -94,9 +95,26 @@ def argument_parser(description, full_scope):
                              % os.path.basename(full_scope))
     parser.add_argument('--no-exclude', action='store_true',
                         help='Run the expected differences too.')
+    parser.add_argument('--expected', action='append', metavar='FILE',
+                        help='An expected differences list (repeatable); '
+                             'default: %s.' % os.path.basename(expected))
+    parser.set_defaults(default_expected=expected)
     parser.add_argument('regexes', nargs='*',
                         help='Test regexes: replace the scope.')
     return parser
+
+
+def expected_lists(args):
+    """The expected differences lists ``args`` names (or the default)."""
+    return args.expected or [args.default_expected]
+
+
+def read_all_differences(paths):
+    """:func:`read_differences` of every list in ``paths``, together."""
+    differences = []
+    for path in paths:
+        differences += read_differences(path)
+    return differences
 
 
 def stestr_command(args, site, test_path, differences, ci_subset,
@@ -123,16 +141,10 @@ def stestr_command(args, site, test_path, differences, ci_subset,
 
 
 def main(argv=None):
-    parser = argument_parser(__doc__.splitlines()[0], FULL_SCOPE)
-    parser.add_argument('--expected', action='append', metavar='FILE',
-                        help='An expected differences list (repeatable); '
-                             'default: %s.' % os.path.basename(EXPECTED))
+    parser = argument_parser(__doc__.splitlines()[0], FULL_SCOPE, EXPECTED)
     args = parser.parse_args(argv)
-    expected = args.expected or [EXPECTED]
-    differences = []
-    if not args.no_exclude:
-        for path in expected:
-            differences += read_differences(path)
+    expected = expected_lists(args)
+    differences = [] if args.no_exclude else read_all_differences(expected)
     site = nova_site_packages()
     work_dir, cmd = stestr_command(
         args, site, os.path.join(site, 'nova', 'tests', 'unit'),

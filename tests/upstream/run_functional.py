@@ -113,20 +113,16 @@ def _patch_tool(command):
 
 
 def main(argv=None):
-    parser = unit_run.argument_parser(__doc__.splitlines()[0], FULL_SCOPE)
+    parser = unit_run.argument_parser(__doc__.splitlines()[0], FULL_SCOPE,
+                                      EXPECTED)
     parser.add_argument('--unpatched', action='store_true',
                         help='Revert the series for the run (baseline), '
                              'apply it again afterwards.')
-    parser.add_argument('--expected', action='append', metavar='FILE',
-                        help='An expected differences list (repeatable); '
-                             'default: %s.' % os.path.basename(EXPECTED))
     args = parser.parse_args(argv)
 
-    expected = args.expected or [EXPECTED]
-    differences = []
-    if not (args.no_exclude or args.unpatched):
-        for path in expected:
-            differences += unit_run.read_differences(path)
+    expected = unit_run.expected_lists(args)
+    differences = ([] if args.no_exclude or args.unpatched
+                   else unit_run.read_all_differences(expected))
     site = unit_run.nova_site_packages()
     work_dir, cmd = unit_run.stestr_command(
         args, site, os.path.join(site, 'nova', 'tests', 'functional'),
