@@ -167,7 +167,10 @@ def parked_here(context, instance):
         context).get_arqs_for_instance(arq_owner(instance)))
 
 
-def _moving_accelerators(instance):
+def moving_accelerators(instance):
+    """Whether a move of ``instance`` involves accelerators: ARQs parked
+    on the source, accelerators now, or a profile in the flavor it is
+    being resized to."""
     return bool(move.parked(instance) or move.has_accelerators(instance) or
                 move.migration_flavor(instance) and
                 move.migration_flavor(instance).extra_specs.get(
@@ -183,7 +186,7 @@ def resize_migrating(manager, context, instance, migration):
     :raises: the failure to bind the source's ARQs again; upstream then
         logs it and does not rebuild the guest (which would lack them).
     """
-    if not _moving_accelerators(instance):
+    if not moving_accelerators(instance):
         return
     LOG.info('nova-compute stopped while the server was moving: giving '
              'the source its accelerators back', instance=instance)

@@ -38,17 +38,9 @@ from nova.compute import task_states
 from nova import objects
 from oslo_log import log as logging
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import move
+from nova_cyborg import recovery
 
 LOG = logging.getLogger(__name__)
-
-
-def _moving_accelerators(instance):
-    return bool(bookkeeping.parked(instance) or
-                bookkeeping.has_accelerators(instance) or
-                bookkeeping.flavor_profile(
-                    move.migration_flavor(instance)))
 
 
 def _reverting_here(manager, context, instance):
@@ -77,7 +69,7 @@ def resize_reverting(manager, context, instance):
     if instance.task_state != task_states.RESIZE_REVERTING:
         return
     try:
-        if not _moving_accelerators(instance):
+        if not recovery.moving_accelerators(instance):
             return
         migration = _reverting_here(manager, context, instance)
         if migration is None:

@@ -21,12 +21,13 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 
 import libvirt
 from nova.virt import fake as fake_virt
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
+
+from tests import waiting
 
 REQUIRE_ENV = 'NOVA_CYBORG_REQUIRE_LIBVIRTD'
 BINARIES = ('libvirtd', 'qemu-system-x86_64', 'virt-xml-validate',
@@ -60,20 +61,6 @@ def require(testcase):
     if os.environ.get(REQUIRE_ENV) == '1':
         testcase.fail(why)
     testcase.skipTest(why)
-
-
-def wait_for(what, check, deadline=DEADLINE, interval=0.05):
-    """Poll ``check()`` until it returns something true, or fail naming
-    ``what`` after ``deadline`` seconds."""
-    end = time.monotonic() + deadline
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > end:
-            raise AssertionError('timed out after %ss waiting for %s'
-                                 % (deadline, what))
-        time.sleep(interval)
 
 
 class Daemon(object):
@@ -130,7 +117,8 @@ class Daemon(object):
             except libvirt.libvirtError:
                 return None
             return True
-        wait_for('libvirtd at %s' % self.socket, answers)
+        waiting.wait_until(answers, 'libvirtd at %s' % self.socket,
+                           DEADLINE, 0.05)
 
     def tail(self, lines=20):
         try:
