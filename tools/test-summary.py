@@ -19,6 +19,10 @@ test in its Totals counts as one failed, and is named after the counts::
 An env that started but has no result (the run was cut short) counts as
 failed too. A log in which no test ran is a failure. Exit status: 1 if
 anything failed or no test ran, else 0.
+
+CI keeps only the log's tail, so the tests that failed are named just
+before the closing line, each with the end of its traceback (where the
+exception is), wherever in the log they failed.
 """
 
 import collections
@@ -40,6 +44,14 @@ RESULT = re.compile(r'^\s*(?P<env>[A-Za-z0-9_.-]+): (?P<status>OK|FAIL|SKIP|'
 #: A line of a stestr Totals block.
 TOTAL = re.compile(r'^ - (?P<kind>Passed|Failed|Skipped|Unexpected Success)'
                    r': (?P<count>\d+)\s*$')
+#: stestr's (subunit-trace's) line of a failed test:
+#: ``{1} tests.unit.test_x.XTest.test_y [0.4s] ... FAILED``.
+FAILED = re.compile(r'^\{\d+\} (?P<test>\S+)(?: \[[^\]]*\])? \.\.\. FAILED')
+#: What ends a failed test's details: the next test's line, a Totals block.
+DETAILS_END = re.compile(r'^(\{\d+\} \S|={3,}$)')
+#: Lines of a traceback's end printed per failed test; failed tests named.
+TRACEBACK_LINES = 12
+MAX_NAMED = 10
 #: Colours, if tox or stestr was made to print them into the log.
 ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 
@@ -125,10 +137,67 @@ def summarize(lines):
     return line, 1 if failed else 0
 
 
+class Failure(object):
+    """A failed test and the lines of its captured traceback."""
+
+    def __init__(self, env, test):
+        self.env = env
+        self.test = test
+        self.traceback = []
+        self._section = None
+
+    def add(self, line):
+        if line.startswith('Captured '):
+            self._section = line.rstrip(':')
+        elif self._section == 'Captured traceback' and line.strip(
+                ) and not line.startswith('~~~'):
+            self.traceback.append(line)
+
+
+def failures(lines):
+    """The failed tests of a tox log, in the order they failed."""
+    found = []
+    env = None
+    current = None
+    for raw in lines:
+        line = ANSI.sub('', raw.rstrip('\n'))
+        step = STEP.match(line)
+        if step:
+            env = step.group('env')
+            current = None
+            continue
+        failed = FAILED.match(line)
+        if failed:
+            current = Failure(env, failed.group('test'))
+            found.append(current)
+        elif current is not None and DETAILS_END.match(line):
+            current = None
+        elif current is not None:
+            current.add(line)
+    return found
+
+
+def describe(found):
+    """Lines naming the failed tests, each with its traceback's end."""
+    if not found:
+        return []
+    out = ['Failed tests (%d):' % len(found)]
+    for failure in found[:MAX_NAMED]:
+        out.append('- %s (%s)' % (failure.test, failure.env or 'stestr'))
+        out.extend('    ' + line.strip()
+                   for line in failure.traceback[-TRACEBACK_LINES:])
+    if len(found) > MAX_NAMED:
+        out.append('... and %d more' % (len(found) - MAX_NAMED))
+    return out
+
+
 def main(path):
     try:
         with open(path, errors='replace') as log:
-            line, status = summarize(log)
+            lines = log.readlines()
+        for described in describe(failures(lines)):
+            print(described)
+        line, status = summarize(lines)
     except Exception as e:
         # Still a closing line, and a failed one.
         import traceback

@@ -256,3 +256,42 @@ class MainTest(testtools.TestCase):
         self.assertEqual((1, ['597 passed, 1 failed, 0 skipped '
                               '(tempest: FAIL code 1 before any test ran)']),
                          self.run_main(path))
+
+    def test_names_failed_tests_before_the_line(self):
+        path = self.useFixture(fixtures.TempDir()).join('tox.log')
+        with open(path, 'w') as f:
+            f.write(TEMPEST_FAILED_TEST + report(('tempest', 'FAIL code 1')))
+        status, lines = self.run_main(path)
+        self.assertEqual(1, status)
+        self.assertEqual([
+            'Failed tests (1):',
+            '- tempest_plugin.tests.scenario.test_x.XTest.test_boot '
+            '(tempest)',
+            '    Traceback (most recent call last):',
+            '    File "test_x.py", line 3, in test_boot',
+            '    self.wait_for_active(server)',
+            '    TimeoutException: server 1 not ACTIVE in 300 s',
+            '9 passed, 1 failed, 0 skipped',
+        ], lines)
+
+
+TEMPEST_FAILED_TEST = '''\
+tempest: commands[3]> python -m localcloud tempest --concurrency 2
+{1} tempest_plugin.tests.api.test_a.ATest.test_list [1.1s] ... ok
+{0} tempest_plugin.tests.scenario.test_x.XTest.test_boot [300.2s] ... FAILED
+
+Captured traceback:
+~~~~~~~~~~~~~~~~~~~
+    Traceback (most recent call last):
+
+      File "test_x.py", line 3, in test_boot
+        self.wait_for_active(server)
+
+    TimeoutException: server 1 not ACTIVE in 300 s
+
+Captured pythonlogging:
+~~~~~~~~~~~~~~~~~~~~~~~
+    2026-11-29 10:00:00 DEBUG tempest.lib.common.rest_client GET /servers/1
+
+{1} tempest_plugin.tests.api.test_a.ATest.test_show [1.1s] ... ok
+''' + totals(9, failed=1)
