@@ -205,6 +205,30 @@ def foreign_arqs(instance, arqs, hostnames):
             if arq.get('hostname') not in hostnames]
 
 
+def destination_arqs(instance, arqs, source):
+    """The UUIDs of the move's destination ARQs among ``arqs`` (with any
+    left over from an earlier failure): what a revert, or a resize that
+    failed after :func:`swap_to_destination`, deletes before it binds the
+    parked ARQs again on the source.
+
+    The move parked every ARQ the source had, so every ARQ not parked is
+    the destination's, wherever it is bound: a resize to the same host
+    (``allow_resize_to_same_host``) binds the destination's ARQs to the
+    source's host too, and Cyborg refuses to bind the parked ones next to
+    them. With nothing parked, a source without accelerators has no ARQ
+    of its own (all are the destination's); one with accelerators has
+    had its parked ARQs bound again already (a revert run a second time),
+    and only those bound to another host than ``source`` go.
+    """
+    parked_uuids = {u for u, _rp, _host in parked(instance)}
+    if parked_uuids:
+        return [arq.get('uuid') for arq in arqs
+                if arq.get('uuid') not in parked_uuids]
+    if not has_accelerators(instance):
+        return [arq.get('uuid') for arq in arqs]
+    return foreign_arqs(instance, arqs, source)
+
+
 def swap_to_destination(virtapi, context, instance, flavor, request_spec,
                         migration, power_off, power_on):
     """Give the server the new flavor's ARQs on the destination.
@@ -306,10 +330,11 @@ def undo_swap(virtapi, context, instance, migration):
     try:
         arqs = nc_client.get_client(context).get_arqs_for_instance(
             arq_owner(instance))
-        retire(context, instance, foreign_arqs(instance, arqs, source))
+        destination = destination_arqs(instance, arqs, source)
+        retire(context, instance, destination)
         unpark(virtapi, context, instance,
                bound={arq.get('uuid') for arq in arqs
-                      if arq.get('hostname') in source and
+                      if arq.get('uuid') not in destination and
                       arq.get('state') == 'Bound'})
     except Exception as e:
         LOG.error('Could not give the source %(host)s its accelerators back '

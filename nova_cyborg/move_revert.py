@@ -86,9 +86,10 @@ def rebind_at_source(virtapi, context, instance):
 
     Runs on the source in ``finish_revert_resize``, after the destination
     destroyed its guest: no device is in use there any more. The
-    instance's host and node are the source's again, so the ARQs bound to
-    another host are the destination's (Cyborg would refuse the bind of
-    the parked ones next to them).
+    destination's ARQs are those not parked
+    (:func:`nova_cyborg.move.destination_arqs`): on another host, or on
+    this one after a resize to the same host. Cyborg would refuse the
+    bind of the parked ones next to them.
 
     :raises: CyborgError if the destination's ARQs could not be deleted
         (they are remembered, and deleted at the next move), or the
@@ -101,7 +102,7 @@ def rebind_at_source(virtapi, context, instance):
             _profile(move.migration_flavor(instance))):
         return
     client = nc_client.get_client(context)
-    foreign = move.foreign_arqs(instance, client.get_arqs_for_instance(
+    foreign = move.destination_arqs(instance, client.get_arqs_for_instance(
         arq_owner(instance)), _hostnames(instance))
     if foreign:
         try:

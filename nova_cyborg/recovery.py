@@ -105,8 +105,9 @@ def _source(migration):
 
 
 def rebind_source(context, instance, migration):
-    """Delete the ARQs bound to another host than the move's source; bind
-    the parked ones again to their own provider and host.
+    """Delete the destination's ARQs (:func:`nova_cyborg.move.
+    destination_arqs`); bind the parked ones again to their own provider
+    and host.
 
     :raises: what :func:`bind_and_poll` raises; the parked ARQs are then
         still remembered.
@@ -114,10 +115,10 @@ def rebind_source(context, instance, migration):
     source = _source(migration)
     arqs = nc_client.get_client(context).get_arqs_for_instance(
         arq_owner(instance))
-    move.retire(context, instance, [arq.get('uuid') for arq in arqs
-                                    if arq.get('hostname') not in source])
+    destination = move.destination_arqs(instance, arqs, source)
+    move.retire(context, instance, destination)
     _unpark(context, instance, [arq for arq in arqs
-                                if arq.get('hostname') in source])
+                                if arq.get('uuid') not in destination])
 
 
 def _unpark(context, instance, arqs):

@@ -630,6 +630,47 @@ class RevertTest(MoveTestBase):
         move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
         self.get_client.assert_not_called()
 
+    def test_rebind_at_source_same_host_deletes_the_destination(self):
+        # allow_resize_to_same_host: the destination's ARQs are bound to
+        # the source's host too. They are not parked: they go first, or
+        # Cyborg refuses the bind of the parked ones next to them.
+        self.instance.system_metadata = dict(SOURCE_PARKED)
+        self.cyclient.get_arqs_for_instance.return_value = [
+            dict(SOURCE[0], state='Unbound', hostname=None),
+            dict(SOURCE[1], state='Unbound', hostname=None),
+            dict(NEW[0], state='Bound', hostname='src-host'),
+            dict(NEW[1], state='Bound', hostname='src-host')]
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
+        self.assertEqual([
+            mock.call.cyborg.get_arqs_for_instance(uuids.inst),
+            mock.call.cyborg.delete_arqs_strictly([uuids.b0, uuids.b1]),
+            mock.call.cyborg.bind_arqs(PARKED_BINDINGS),
+            mock.call.get_bound_arqs(self.virtapi, self.context,
+                                     self.instance, [uuids.a0, uuids.a1]),
+            mock.call.save(),
+        ], self.calls.mock_calls)
+
+    def test_rebind_at_source_run_again_keeps_the_source(self):
+        # A second run after the parked ARQs were bound again: nothing is
+        # parked, the flavor has its profile: the ARQs on this host are
+        # the source's own and stay.
+        self.cyclient.get_arqs_for_instance.return_value = SOURCE
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
+        self.cyclient.delete_arqs_strictly.assert_not_called()
+        self.cyclient.bind_arqs.assert_not_called()
+
+    def test_rebind_at_source_same_host_from_a_flavor_without_profile(self):
+        # The source had no accelerator, nothing parked: every ARQ is the
+        # destination's, even bound to this host.
+        self.instance.flavor = _flavor()
+        self.instance.new_flavor = _flavor('dp-new')
+        self.cyclient.get_arqs_for_instance.return_value = [
+            dict(NEW[0], state='Bound', hostname='src-host')]
+        move_revert.rebind_at_source(self.virtapi, self.context, self.instance)
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.b0])
+        self.cyclient.bind_arqs.assert_not_called()
+
 
 class UndoSwapTest(MoveTestBase):
     """The resize failed on the source after the swap (the disk copy)."""
@@ -683,3 +724,16 @@ class UndoSwapTest(MoveTestBase):
         self.assertIn('gone', str(error.call_args))
         # Still remembered for a later cleanup.
         self.assertEqual(SOURCE_PARKED, self.meta())
+
+    def test_same_host_destination_deleted_source_bound_again(self):
+        self.cyclient.get_arqs_for_instance.return_value = [
+            dict(SOURCE[0], state='Unbound', hostname=None),
+            dict(SOURCE[1], state='Unbound', hostname=None),
+            _arq(uuids.b0, uuids.dest_rp0, 'src-host'),
+            _arq(uuids.b1, uuids.dest_rp1, 'src-host')]
+        move.undo_swap(self.virtapi, self.context, self.instance,
+                       self.migration)
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.b0, uuids.b1])
+        self.cyclient.bind_arqs.assert_called_once_with(PARKED_BINDINGS)
+        self.assertEqual({}, self.meta())

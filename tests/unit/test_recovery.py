@@ -129,6 +129,18 @@ class RebindSourceTest(RecoveryTestBase):
         self.poll.assert_not_called()
         self.assertEqual([], move.parked(self.instance))
 
+    def test_same_host_destination_goes_parked_come_back(self):
+        # A resize to the same host: the destination's ARQ is bound to the
+        # source's host too; it is not parked, so it is the destination's.
+        self.cyclient.get_arqs_for_instance.return_value = [
+            _arq(uuids.b0, host='src-host', rp=uuids.dest_rp)]
+        recovery.rebind_source(self.context, self.instance, self.migration)
+        self.cyclient.delete_arqs_strictly.assert_called_once_with(
+            [uuids.b0])
+        self.poll.assert_called_once_with(
+            self.context, self.instance,
+            {uuids.a0: (uuids.src_rp, 'src-host')})
+
     def test_bind_failure_keeps_the_parked_entries(self):
         self.cyclient.get_arqs_for_instance.return_value = []
         self.poll.side_effect = exception.CyborgError(
