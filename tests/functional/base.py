@@ -41,6 +41,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
+from testtools import content as testtools_content
 
 from sidecar import privileged
 from sidecar_simulator import host as simulator
@@ -175,6 +176,12 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             self.placement_url, self.nova_url,
             transport_url=self.broker.transport_url,
             clouds_yaml=self.clouds_yaml))
+        # The Cyborg child's log goes with its temporary directory: a
+        # failed test keeps its errors (a bind job that died in Cyborg's
+        # conductor says so only there).
+        self.addOnException(lambda exc_info: self.addDetail(
+            'cyborg-errors', testtools_content.text_content(
+                self.cyborg.log_problems())))
         self.flags(endpoint_override=self.cyborg.endpoint, group='cyborg')
         self._configure_service_user()
         # Three callers in three projects (``api`` and ``admin_api``, from

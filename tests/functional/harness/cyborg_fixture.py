@@ -139,6 +139,19 @@ class CyborgFixture(child.ChildServiceFixture):
             ['--config-file', self.config_path, '--port', str(self.port)],
             self._port_file, env=self._env)
 
+    def log_problems(self, max_lines=200):
+        """The last ``max_lines`` ERROR and WARNING lines of Cyborg's log
+        (with the traceback lines logged under them): what a failed test
+        attaches, since the log goes with the test's temporary directory.
+        """
+        try:
+            with open(self.log_path, errors='replace') as log:
+                lines = [line for line in log
+                         if ' ERROR ' in line or ' WARNING ' in line]
+        except OSError as e:
+            return 'no Cyborg log: %s' % e
+        return ''.join(lines[-max_lines:]) or 'no ERROR or WARNING logged'
+
     # REST helpers for test assertions (admin token).
 
     def request(self, method, path, expected=(200,), token=None,
