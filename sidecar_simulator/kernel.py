@@ -208,7 +208,7 @@ def reboot(host, cold=True, reenable=(), nvidia=None):
       vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``: the type is set at
       run time, so the tool applies its config at every boot);
       ``nvidia`` is the host's :class:`sidecar_simulator.nvidia.NvidiaHost`
-      if it has one.
+      (by default the one among the host's extensions).
     - DFL: no port is released at boot (drivers/fpga/dfl.c
       ``dfl_fpga_feature_devs_enumerate``: ports are under the PF until
       ``DFL_FPGA_FME_PORT_RELEASE``), and the ids are taken again in probe
@@ -219,6 +219,7 @@ def reboot(host, cold=True, reenable=(), nvidia=None):
       FPGA had loaded.
     """
     dfl_host = host.extensions.get('dfl')
+    nvidia = nvidia or host.extensions.get('nvidia')
     for pf in reenable:
         if dfl_host and dfl_host.card_of(pf):
             raise ValueError('%s: a DFL card\'s ports are released again '

@@ -158,9 +158,14 @@ class NvidiaHost:
 
     def __init__(self, host=None):
         self.host = host or simulator.SimulatedHost()
+        if 'nvidia' in self.host.extensions:
+            raise ValueError('the host has its NVIDIA cards already')
         self.cards = []
         self.root = None
         self._groups = 0
+        # What NVIDIA's driver adds is written with the host's tree, and
+        # taken back from it, wherever the host is written or loaded.
+        self.host.extensions['nvidia'] = self
 
     def __getattr__(self, name):
         # Whatever NVIDIA's driver does not change is the host's: an
@@ -315,14 +320,34 @@ class NvidiaHost:
     # -- writing ----------------------------------------------------------
 
     def write(self, root):
+        """Write the host's tree, and what NVIDIA's driver adds to it."""
+        return self.host.write(root)
+
+    def write_devices(self, root):
+        """What NVIDIA's driver adds, after the host's PCI tree."""
         self.root = root
-        self.host.write(root)
         for card in self.cards:
             if card.shape == 'vfio-vgpu':
                 self._write_vfio(card)
             elif card.shape == 'mdev':
                 self._write_descriptions(card)
         return root
+
+    def load_state(self, root):
+        """Each vGPU 17 VF's type as a tree written before holds it: the
+        driver keeps ``current_vgpu_type`` while the services that use
+        the card restart (not across a reboot:
+        :func:`sidecar_simulator.kernel.reboot`). A VF missing from the
+        tree keeps its description's."""
+        for card in self.cards:
+            if card.shape != 'vfio-vgpu':
+                continue
+            for vf in card.vfs:
+                path = os.path.join(self.host._dir(vf, 'nvidia'),
+                                    'current_vgpu_type')
+                current = simulator._read(path)
+                if current is not None:
+                    card.current[vf] = current.strip()
 
     def _write_descriptions(self, card):
         """Each mdev type's ``description``, as NVIDIA's driver writes it

@@ -81,6 +81,35 @@ class NvidiaProfileTest(simhost.SimHostTestCase):
         self.assertTrue(re.match(r'^ID\s+:', self._read(
             vfs[2], 'nvidia/creatable_vgpu_types')))
 
+    def _same_host(self):
+        """The same cards, described again, as a restarted process does."""
+        sim = nvidia.NvidiaHost()
+        sim.add_vfio_vgpu_card(num_vfs=4, types={0: H100_4C, 1: H100_4C})
+        sim.add_mdev_card(num_vfs=6)
+        sim.add_passthrough_gpu(numa_node=1)
+        return sim
+
+    def test_types_kept_across_a_restart(self):
+        # The driver keeps a VF's type while the services restart: a host
+        # described again takes it from the tree (SimulatedHost.load_state
+        # asks its extensions), and writes it again as it was.
+        vfs = self.h100.vfs
+        self.sim.set_vgpu_type(self.h100, vfs[0], '0')
+        self.sim.set_vgpu_type(self.h100, vfs[2], '1054')
+        again = self._same_host()
+        again.host.load_state(self.sys)
+        self.assertEqual({vfs[0]: '0', vfs[1]: '1054', vfs[2]: '1054',
+                          vfs[3]: '0'}, again.cards[0].current)
+        again.write(self.sys)
+        self.assertEqual('1054\n', self._read(vfs[2],
+                                              'nvidia/current_vgpu_type'))
+        self.assertEqual('0\n', self._read(vfs[0],
+                                           'nvidia/current_vgpu_type'))
+
+    def test_one_nvidia_extension_a_host(self):
+        self.assertIs(self.sim, self.sim.host.extensions['nvidia'])
+        self.assertRaises(ValueError, nvidia.NvidiaHost, self.sim.host)
+
     def test_types_follow_the_card(self):
         vfs = self.h100.vfs
         for vf in vfs[:2]:

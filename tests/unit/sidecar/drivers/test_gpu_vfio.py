@@ -104,9 +104,8 @@ class VfioVgpuTest(_Card):
         self.assertIn('type 1054 was never named', warnings[0])
 
     def test_ids_are_per_card(self):
-        other = nvidia.NvidiaHost(self.sim.host)
-        card = other.add_vfio_vgpu_card(num_vfs=2, types={0: H100_4C})
-        other.write(self.root)
+        card = self.sim.add_vfio_vgpu_card(num_vfs=2, types={0: H100_4C})
+        self.sim.write(self.root)
         # The second card calls its 1054 something else.
         path = os.path.join(self.root, 'bus/pci/devices', card.vfs[1],
                             'nvidia/creatable_vgpu_types')
