@@ -1,13 +1,15 @@
 """``python -m localcloud``: the local cloud's commands.
 
     up [--keep] [--no-demo] [--computes N] [--pfs N] [--vfs N] [--gpus N]
-       [--unpatched-computes N]
+       [--vgpu17 N] [--unpatched-computes N]
         Start the cloud, boot a server with an accelerator and show it
         (unless --no-demo); print the start time and total memory. Without
         --keep the cloud is torn down at the end. --vfs is per host: its
         FPGAs have N VFs in all, N // --pfs on each PF. --gpus: the
         mdev-capable GPUs of each host (default 1), vGPUs of type
         nvidia-11, 16 a GPU, reported by the sidecar's gpu driver.
+        --vgpu17: the NVIDIA vGPU 17 cards of each host (default 1), H100s
+        with 4 VFs each typed H100-20C when Cyborg binds it.
         --unpatched-computes adds N hosts (compute-old, compute-old2, ...)
         whose nova-compute is pristine Nova, the series reverted in a copy
         (:mod:`localcloud.pristine`): a mixed cloud.
@@ -78,6 +80,7 @@ def _out(text=''):
 def cmd_up(args):
     layout = layout_mod.Layout(root=args.dir, computes=args.computes,
                                pfs=args.pfs, vfs=args.vfs, gpus=args.gpus,
+                               vgpu17=args.vgpu17,
                                unpatched=args.unpatched_computes)
     # Every process on this environment's release until an upgrade.
     layout.pythons = dict({'control': sys.executable},
@@ -262,6 +265,10 @@ def main(argv=None):
     up.add_argument('--gpus', type=int, default=1,
                     help='mdev-capable GPUs (vGPUs, nvidia-11) per host '
                     '(default %(default)s)')
+    up.add_argument('--vgpu17', type=int, default=1,
+                    help='NVIDIA vGPU 17 cards (H100s with 4 VFs, each '
+                    'typed H100-20C at bind) per host (default '
+                    '%(default)s)')
     up.add_argument('--unpatched-computes', type=int, default=0,
                     help='more hosts whose nova-compute runs unpatched '
                     'Nova (compute-old, ...; default %(default)s)')
@@ -329,6 +336,8 @@ def main(argv=None):
             parser.error(str(exc))
         if args.gpus < 0:
             parser.error('--gpus must be 0 or more, not %d' % args.gpus)
+        if args.vgpu17 < 0:
+            parser.error('--vgpu17 must be 0 or more, not %d' % args.vgpu17)
     args.args = tempest_args
     return args.func(args)
 

@@ -13,7 +13,10 @@ libvirt replaced by Nova's fakelibvirt, which shows ``--gpus``
 mdev-capable GPUs (vGPUs), then ``--pfs`` FPGA PFs with ``--vfs`` VFs
 each; guest disks are not written (Nova's image backend fixture). After
 the FPGAs come ``--migratable-pfs`` (default 1) plain PFs whose VFs
-support VFIO migration: the devices of live migration tests. The same
+support VFIO migration: the devices of live migration tests; then
+``--vgpu17`` NVIDIA H100s in vGPU 17's shape, whose VFs the sidecar types
+through ``nvidia/current_vgpu_type`` (:class:`localcloud.devices.
+NvidiaKernel` makes the driver's reaction). The same
 PCI functions are written as a sysfs tree that the real sidecar discovers
 and reports to cyborg-conductor (:mod:`localcloud.devices`), and the
 sidecar asks the same fakelibvirt connection which devices the domains
@@ -296,6 +299,9 @@ def main():
     parser.add_argument('--gpus', type=int, default=0,
                         help='mdev-capable GPUs (vGPUs, reported by the '
                              'gpu driver), before the FPGAs')
+    parser.add_argument('--vgpu17', type=int, default=0,
+                        help='NVIDIA vGPU 17 cards (H100s whose VFs take '
+                             'a vGPU type), after the PFs')
     parser.add_argument('--sysfs-root', required=True)
     parser.add_argument('--sidecar-config', required=True)
     parser.add_argument('--domain-xml-dir', required=True)
@@ -319,11 +325,13 @@ def main():
                                        cpu_cores=2, cpu_threads=2,
                                        kB_mem=32 * 1024 * 1024),
         pci_info=fakelibvirt.HostPCIDevicesInfo(**devices.pci_info(
-            args.pfs, args.vfs, args.migratable_pfs, args.gpus)),
+            args.pfs, args.vfs, args.migratable_pfs, args.gpus,
+            args.vgpu17)),
         hostname=args.host)
     domains = DomainFiles(args.domain_xml_dir, args.host)
     booted = reboot.apply(layout, args.host, domains, devices.simulated_host(
-        args.pfs, args.vfs, args.migratable_pfs, args.gpus).load_state(
+        args.pfs, args.vfs, args.migratable_pfs, args.gpus,
+        args.vgpu17).load_state(
             args.sysfs_root), args.sysfs_root)
     if booted is not None:
         print('Host rebooted: domains shut off (%s), devices reset' % (
@@ -334,7 +342,8 @@ def main():
         print('Domains defined again from %s: %s' % (
             args.domain_xml_dir, ', '.join(restored)), flush=True)
     host = devices.simulated_host(
-        args.pfs, args.vfs, args.migratable_pfs, args.gpus).load_state(
+        args.pfs, args.vfs, args.migratable_pfs, args.gpus,
+        args.vgpu17).load_state(
             args.sysfs_root)
     host.write(args.sysfs_root)
     kernel = devices.MdevKernel(host, connection)
@@ -347,6 +356,7 @@ def main():
                     migration.Migrations(domains,
                                          peers.addresses).fixtures() +
                     remotefs.fixtures_for(peers) + kernel.fixtures() +
+                    devices.NvidiaKernel(host).fixtures() +
                     # The FPGA functions its guests hold are on vfio-pci.
                     [guest_kernel.GuestKernel(lambda: connection, host)]):
         fixture.setUp()

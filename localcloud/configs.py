@@ -288,15 +288,32 @@ MIGRATABLE_RC = 'CUSTOM_MIGRATABLE_VF'
 #: mdev-capable GPUs (NVIDIA, ``localcloud.devices``) are vGPUs of their
 #: mdev type ``nvidia-11`` (16 a GPU).
 VGPU_MDEV_TYPE = 'nvidia-11'
-GPU_OPTIONS = ('[gpu]\ndevice_selector = 10de:*\n'
-               'enabled_mdev_types = %s\n' % VGPU_MDEV_TYPE)
+#: The trait of those vGPUs' providers (the gpu driver's gpu_trait: the
+#: GPU's product id, 0ffe, and the type's name, GRID M60-0B).
+VGPU_MDEV_TRAIT = 'CUSTOM_NVIDIA_0FFE_M60_0B'
+#: On hosts with vGPU 17 cards (H100s, ``localcloud.devices``), the type
+#: each VF takes when Cyborg binds it: H100-20C, 4 a GPU, one a VF.
+VGPU17_TYPE = 'NVIDIA H100-20C'
+VGPU17_TRAIT = 'CUSTOM_NVIDIA_2331_H100_20C'
+
+
+def gpu_options(layout):
+    """The sidecar's ``[gpu]`` section for the layout's GPUs, or ''."""
+    if not (layout.gpus or layout.vgpu17):
+        return ''
+    return ('[gpu]\ndevice_selector = 10de:*\n' +
+            ('enabled_mdev_types = %s\n' % VGPU_MDEV_TYPE
+             if layout.gpus else '') +
+            ('vfio_vgpu_types = 2331:%s\n' % VGPU17_TYPE
+             if layout.vgpu17 else ''))
 
 
 def sidecar(layout, host, sysfs_root):
     """The host's sidecar: its ``fpga`` driver reports the FPGAs, ``pci``
-    the live-migratable VFs and, on hosts with GPUs, ``gpu`` the vGPUs
-    (:mod:`localcloud.devices`)."""
-    drivers = 'fpga,pci' + (',gpu' if layout.gpus else '')
+    the live-migratable VFs and, on hosts with GPUs, ``gpu`` the vGPUs:
+    the mdev GPUs' and the vGPU 17 cards' (:mod:`localcloud.devices`)."""
+    drivers = 'fpga,pci' + (',gpu' if layout.gpus or layout.vgpu17
+                            else '')
     return _write(layout.path('etc', 'nova-cyborg', host + '-sidecar.conf'),
                   """
 [DEFAULT]
@@ -316,7 +333,7 @@ device_spec = {spec}
            drivers=drivers, state=layout.path('hosts', host, 'sidecar'),
            command=program_command(sysfs_root),
            spec=MIGRATABLE_SPEC % MIGRATABLE_RC)
-        + (GPU_OPTIONS if layout.gpus else '')
+        + gpu_options(layout)
         + _auth(layout, 'cyborg', 'placement')
         + _auth(layout, 'cyborg', 'glance')
         # The ARQs of a device's consumers (what function they want).

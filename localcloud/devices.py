@@ -7,7 +7,7 @@ order: first ``gpus`` mdev-capable GPUs (NVIDIA ``10de:0ffe``, mdev type
 writes the same functions as the sysfs tree that the real sidecar
 discovers: its ``gpu`` driver reports each GPU as a VGPU provider with an
 MDEV attach handle per instance (``[gpu]`` options:
-``localcloud.configs.GPU_OPTIONS``), its ``fpga`` driver the FPGAs (Intel DFL
+``localcloud.configs.gpu_options``), its ``fpga`` driver the FPGAs (Intel DFL
 cards), its ``pci`` driver the plain PFs' live-migratable VFs.
 
 When Cyborg binds a VGPU accelerator request, the sidecar creates the
@@ -29,6 +29,7 @@ A restarted host takes its mdevs back from the tree (``load_state``), and
 """
 
 import functools
+import os
 import threading
 
 import fixtures
@@ -39,36 +40,46 @@ from localcloud import layout as layout_mod
 from sidecar import exception
 from sidecar import privileged
 from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia
 
 #: The vendor and product ids of the PFs whose VFs may be live migrated
 #: (fakelibvirt's SR-IOV PF and VF); the sidecar's generic PCI driver
 #: reports them (``localcloud.configs.MIGRATABLE_SPEC``).
 MIGRATABLE_PF = ('8086', '1528', '1515')
+#: The vGPU 17 card of the hosts (sidecar_simulator.nvidia.MODELS).
+VGPU17_MODEL = 'h100-pcie'
 
 
-def pci_info(pfs, vfs, migratable_pfs=0, gpus=0):
+def pci_info(pfs, vfs, migratable_pfs=0, gpus=0, vgpu17=0):
     """fakelibvirt's PCI devices: ``gpus`` mdev-capable GPUs, ``pfs``
-    FPGA PFs then ``migratable_pfs`` PFs whose VFs support VFIO migration
-    (:data:`MIGRATABLE_PF`), each with ``vfs // pfs`` VFs (``vfs`` VFs in
-    all on the FPGAs)."""
-    total = pfs + migratable_pfs
+    FPGA PFs, ``migratable_pfs`` PFs whose VFs support VFIO migration
+    (:data:`MIGRATABLE_PF`) then ``vgpu17`` vGPU 17 cards (their VFs), each
+    PF with ``vfs // pfs`` VFs (``vfs`` VFs in all on the FPGAs)."""
+    total = pfs + migratable_pfs + vgpu17
     return dict(num_pci=0, num_pfs=total, num_mdevcap=gpus,
                 num_vfs=(vfs // pfs if pfs else vfs) * total)
 
 
-def simulated_host(pfs, vfs, migratable_pfs=0, gpus=0):
+def simulated_host(pfs, vfs, migratable_pfs=0, gpus=0, vgpu17=0):
     """The sysfs view of fakelibvirt's PCI devices: the GPUs, each offering
     its mdev types; the first ``pfs`` PFs are FPGAs (Intel DFL cards,
     each port released to a VF: 1 to 4 VFs a PF; without VFs one port on
-    the PF), the others plain PFs whose VFs may be live migrated.
+    the PF), the next ``migratable_pfs`` plain PFs whose VFs may be live
+    migrated, the last ``vgpu17`` NVIDIA H100s in vGPU 17's shape
+    (:data:`VGPU17_MODEL`: the PF and its VFs on ``nvidia``, each VF
+    typed by a write to its ``nvidia/current_vgpu_type``;
+    :class:`sidecar_simulator.nvidia.NvidiaHost`, the host's ``nvidia``
+    extension, whose :class:`NvidiaKernel` takes the sidecar's writes).
 
     Written with ``load_state(root).write(root)``: a restarted host keeps
-    what its devices had loaded and the mdevs it had."""
+    what its devices had loaded, the mdevs it had and its VFs' vGPU
+    types."""
     layout_mod.check_fpgas(pfs, vfs)
     layout = simulator.from_fakelibvirt(
-        **pci_info(pfs, vfs, migratable_pfs, gpus))
+        **pci_info(pfs, vfs, migratable_pfs, gpus, vgpu17))
     host = simulator.SimulatedHost()
-    fpgas = 0
+    nvidia_cards = nvidia.NvidiaHost(host) if vgpu17 else None
+    fpgas = plain = 0
     for f in layout.functions.values():
         if f.mdev_types:
             host.add_gpu(f.vendor_id, f.product_id, f.class_id,
@@ -79,11 +90,16 @@ def simulated_host(pfs, vfs, migratable_pfs=0, gpus=0):
         elif fpgas < pfs:
             host.add_fpga(address=f.address, num_vfs=len(f.virtfns))
             fpgas += 1
-        else:
+        elif plain < migratable_pfs:
             vendor, product, vf_product = MIGRATABLE_PF
             host.add_pf(vendor_id=vendor, product_id=product,
                         address=f.address, num_vfs=len(f.virtfns),
                         vf_product_id=vf_product)
+            plain += 1
+        else:
+            nvidia_cards.add_vfio_vgpu_card(
+                VGPU17_MODEL, num_vfs=len(f.virtfns), address=f.address,
+                numa_node=f.numa_node)
     return host
 
 
@@ -161,3 +177,39 @@ class MdevKernel:
                 'sidecar.privileged.remove_mdev',
                 functools.partial(self.remove, privileged.remove_mdev)),
         ]
+
+
+class NvidiaKernel:
+    """What NVIDIA's vGPU 17 driver does with the sidecar's writes to a
+    VF's ``nvidia/current_vgpu_type`` (``sidecar.privileged.set_vgpu_type``
+    and ``clear_vgpu_type``): a type id creates the VF's vGPU, 0 removes
+    it, and every VF's ``creatable_vgpu_types`` follows; a type the VF
+    does not list fails with EINVAL
+    (:meth:`sidecar_simulator.nvidia.NvidiaHost.kernel_write`, after
+    NVIDIA vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``). Every other
+    write goes to the tree as the privileged helper makes it.
+
+    :param host: the :class:`~sidecar_simulator.host.SimulatedHost`, its
+        tree written; without an ``nvidia`` extension there is nothing to
+        patch.
+    """
+
+    def __init__(self, host):
+        self.nvidia = host.extensions.get('nvidia')
+        self._lock = threading.Lock()
+
+    def write(self, real, root, relpath, value):
+        target = privileged._resolve_under(root, relpath)
+        if not target.endswith(os.path.join('nvidia', 'current_vgpu_type')):
+            return real(root, relpath, value)
+        privileged._check_text('sysfs value', value)
+        with self._lock:
+            self.nvidia.kernel_write(target, value)
+
+    def fixtures(self):
+        """The patch of the sidecar's privileged sysfs write."""
+        if self.nvidia is None:
+            return []
+        return [fixtures.MonkeyPatch(
+            'sidecar.privileged._write_sysfs',
+            functools.partial(self.write, privileged._write_sysfs))]

@@ -58,7 +58,7 @@ def launch(layout, host, unpatched=None):
         layout.python_for(host), '-m', 'localcloud.compute_host',
         '--host', host,
         '--pfs', str(layout.pfs), '--vfs', str(layout.vfs),
-        '--gpus', str(layout.gpus),
+        '--gpus', str(layout.gpus), '--vgpu17', str(layout.vgpu17),
         '--sysfs-root', sysfs, '--sidecar-config', sidecar,
         '--domain-xml-dir', layout.domain_xml_dir,
         '--ready-file', ready_file(layout, host),

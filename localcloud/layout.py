@@ -59,6 +59,8 @@ class Layout:
     vfs: int = 4
     #: mdev-capable GPUs (vGPUs) per host (localcloud.devices).
     gpus: int = 1
+    #: NVIDIA vGPU 17 cards (H100s: a type written to each VF) per host.
+    vgpu17: int = 1
     #: Hosts whose nova-compute is unpatched Nova (localcloud.pristine).
     unpatched: int = 0
     #: The Python executable each process runs: ``control`` for the
@@ -151,4 +153,5 @@ class Layout:
             return None
         # A cloud started before its hosts had GPUs keeps its devices.
         fields.setdefault('gpus', 0)
+        fields.setdefault('vgpu17', 0)
         return cls(**fields)

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import openstack
 import testtools
 
+from localcloud import configs
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
@@ -36,8 +37,14 @@ PLACEMENT_MICROVERSION = '1.14'
 PROFILE_GROUPS = [{'resources:FPGA': '1',
                    'trait:CUSTOM_FPGA_INTEL': 'required'}]
 #: One vGPU of the local cloud's GPUs (``up --gpus``, one a host by
-#: default; the sidecar's gpu driver, mdev type nvidia-11).
-VGPU_GROUPS = [{'resources:VGPU': '1'}]
+#: default; the sidecar's gpu driver, mdev type nvidia-11), not of its
+#: vGPU 17 cards (their providers have VGPU too).
+VGPU_GROUPS = [{'resources:VGPU': '1',
+                'trait:%s' % configs.VGPU_MDEV_TRAIT: 'required'}]
+#: One vGPU 17 VF of the local cloud's H100s (``up --vgpu17``, one a host
+#: by default), typed H100-20C at bind.
+VGPU17_GROUPS = [{'resources:VGPU': '1',
+                  'trait:%s' % configs.VGPU17_TRAIT: 'required'}]
 
 
 def wait_until(predicate, what, timeout=DEADLINE, poll=POLL):

@@ -209,10 +209,15 @@ def read_domains(directory):
 
 
 def arq_device(arq):
-    """The device an ARQ's attach handle names (as :func:`pci`)."""
-    if arq.get('attach_handle_type') == 'MDEV':
+    """The device an ARQ's attach handle names (as :func:`pci`, or
+    :func:`mdev`). A vGPU 17 VF typed at bind has an MDEV handle whose
+    ``attach_handle_info`` is the VF's PCI address, marked
+    ``vgpu_framework: vendor-vfio`` (nova_cyborg.objects.
+    accelerator_request): the guest gets the VF."""
+    info = arq.get('attach_handle_info') or {}
+    if (arq.get('attach_handle_type') == 'MDEV' and
+            info.get('vgpu_framework') != 'vendor-vfio'):
         return mdev(arq['attach_handle_uuid'])
-    info = arq['attach_handle_info']
     return pci(info['domain'], info['bus'], info['device'],
                info['function'])
 

@@ -9,15 +9,10 @@ offer:
 - an SR-IOV VF of the hosts' plain PF (the generic PCI driver's
   live-migratable VFs, ``CUSTOM_MIGRATABLE_VF``);
 - an mdev vGPU (``nvidia-11`` on the hosts' mdev-capable GPUs, the
-  ``gpu`` driver).
-
-The fourth kind of issue 39, an NVIDIA vGPU 17 VF (its type written to
-``current_vgpu_type`` at bind), is not offered by the local cloud: its
-hosts' GPUs are fakelibvirt's mdev-capable ones
-(:mod:`localcloud.devices`), not a vGPU 17 card. A host reboot under a
-vGPU 17 server is covered by the functional test
-``tests.functional.test_sidecar_vgpu_reboot`` (the type written back
-before the guest starts).
+  ``gpu`` driver);
+- an NVIDIA vGPU 17 VF of the hosts' H100 (the ``gpu`` driver writes its
+  type, H100-20C, to the VF's ``nvidia/current_vgpu_type`` at bind; the
+  VF goes to the guest as an unmanaged PCI hostdev).
 
 What each server holds is recorded: its ARQs (state, device provider,
 attach handle), the ``<hostdev>``s of its domain XML, its allocations.
@@ -25,12 +20,13 @@ Then its host reboots (``python -m localcloud host reboot``,
 :mod:`localcloud.reboot`): its domains are shut off and its devices are
 as a cold boot leaves them (no mdev, SR-IOV enabled again and the FPGA
 ports released to their VFs again by the boot's configuration, every
-port with its card's default function). As on a real host, the sidecar
-starts first and nova-compute only once the sidecar said READY
-(:mod:`localcloud.boot_order`, the unit's ``Type=notify`` and
-``Before=nova-compute``), its first cycle having put back each server's
-device: its mdev (the sidecar creates those of Bound ARQs again), its
-FPGA port on its VF. nova-compute, with
+port with its card's default function, every vGPU 17 VF untyped). As on
+a real host, the sidecar starts first and nova-compute only once the
+sidecar said READY (:mod:`localcloud.boot_order`, the unit's
+``Type=notify`` and ``Before=nova-compute``), its first cycle having put
+back each server's device: its mdev (the sidecar creates those of Bound
+ARQs again), its FPGA port on its VF, its VF's vGPU type (written again
+for Bound ARQs). nova-compute, with
 ``resume_guests_state_on_host_boot`` as a deployer sets it, finds the
 guests shut off and starts them again by itself. Each server is ACTIVE
 with its guest running, without its owner doing anything: each guest
@@ -75,6 +71,9 @@ class HostRebootTest(base.CloudTestCase):
             self.skipTest('the cloud\'s hosts have no GPU (up --gpus 0)')
         if not self.layout.vfs:
             self.skipTest('the cloud\'s FPGAs have no VF (up --vfs 0)')
+        if not self.layout.vgpu17:
+            self.skipTest('the cloud\'s hosts have no vGPU 17 card '
+                          '(up --vgpu17 0)')
 
     # -- what the admin makes ----------------------------------------------
 
@@ -180,6 +179,13 @@ class HostRebootTest(base.CloudTestCase):
                   '.state') as f:
             return json.load(f)['state']
 
+    def vgpu_type(self, host, address):
+        """The vGPU type id of vGPU 17 VF ``address`` (NVIDIA
+        vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``: ``0`` for none)."""
+        with open(os.path.join(self._function_dir(host, address), 'nvidia',
+                               'current_vgpu_type')) as f:
+            return f.read().strip()
+
     def mdev_hostdevs(self, server_id):
         root = ElementTree.parse(self.domain_file(server_id)).getroot()
         return sorted(a.get('uuid').lower() for a in root.findall(
@@ -213,6 +219,10 @@ class HostRebootTest(base.CloudTestCase):
             return problems
         if not os.path.isdir(self._function_dir(host, device)):
             return ['%s (%s) is not on %s' % (device, kind, host)]
+        if kind == 'vgpu17':
+            if self.vgpu_type(host, device) in ('', '0'):
+                problems.append('vGPU 17 VF %s has no vGPU type' % device)
+            return problems
         if kind != 'fpga':
             return problems
         driver = self.driver(host, device)
@@ -253,6 +263,11 @@ class HostRebootTest(base.CloudTestCase):
         found = start['devices'].get(device)
         if not found or not found['present']:
             return ['%s (%s) not on the host: %s' % (device, kind, found)]
+        if kind == 'vgpu17':
+            if found.get('current_vgpu_type') in (None, '', '0'):
+                return ['vGPU 17 VF %s untyped when its guest started: %s'
+                        % (device, found)]
+            return []
         if kind != 'fpga':
             return []
         ports = found['afu_ids']
@@ -290,8 +305,8 @@ class HostRebootTest(base.CloudTestCase):
     # -- the tests ---------------------------------------------------------
 
     def test_servers_come_back_with_their_devices(self):
-        """An FPGA port released to a VF (no function asked), a VF and an
-        mdev vGPU."""
+        """An FPGA port released to a VF (no function asked), a VF, an
+        mdev vGPU and a vGPU 17 VF."""
         self.reboot_under(self._profile(), None)
 
     def test_fpga_function_programmed_again(self):
@@ -311,12 +326,14 @@ class HostRebootTest(base.CloudTestCase):
             'fpga': self.create_flavor(fpga_profile),
             'vf': self.create_flavor(self._profile_of(VF_GROUPS), ram=256),
             'vgpu': self.create_flavor(self._profile_of(base.VGPU_GROUPS)),
+            'vgpu17': self.create_flavor(
+                self._profile_of(base.VGPU17_GROUPS)),
         }
         mdevs_before = churn.mdevs(self.sysfs_roots())
         group = self.affinity_group()
         servers = {}
         hosts = set()
-        for kind in ('fpga', 'vf', 'vgpu'):
+        for kind in ('fpga', 'vf', 'vgpu', 'vgpu17'):
             server = self.boot_in(flavors[kind], group)
             servers[server['id']] = (
                 kind, function_id if kind == 'fpga' else None)
@@ -329,8 +346,9 @@ class HostRebootTest(base.CloudTestCase):
             kind = servers[server_id][0]
             (arq,) = held['arqs']
             self.assertEqual(('Bound', host), arq[1:2] + arq[3:4], held)
-            self.assertEqual(['MDEV'] if kind == 'vgpu' else ['PCI'],
-                             [arq[4]], held)
+            # A vGPU 17 VF typed at bind: an MDEV handle naming the VF.
+            self.assertEqual(['MDEV'] if kind in ('vgpu', 'vgpu17')
+                             else ['PCI'], [arq[4]], held)
             devices = ({churn.mdev(m) for m in held['mdev hostdevs']} |
                        {churn.pci(*a) for a in held['pci hostdevs']})
             self.assertEqual({arq[5]}, devices, held)
@@ -375,3 +393,9 @@ class HostRebootTest(base.CloudTestCase):
         for server_id in servers:
             self.delete(server_id)
         self.assert_nothing_left(sorted(servers), mdevs_before)
+        # The sidecar takes the type back once the ARQ is gone.
+        typed = [held['arqs'][0][5] for server_id, held in before.items()
+                 if servers[server_id][0] == 'vgpu17']
+        base.wait_until(
+            lambda: all(self.vgpu_type(host, vf) == '0' for vf in typed),
+            'the vGPU 17 VFs %s untyped after the delete' % typed)

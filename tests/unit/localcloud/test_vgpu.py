@@ -107,7 +107,7 @@ class SidecarGpuDriverTest(testtools.TestCase):
     def test_no_gpu_driver_without_gpus(self):
         layout = layout_mod.Layout(
             root=self.useFixture(fixtures.TempDir()).path, port_base=31000,
-            gpus=0)
+            gpus=0, vgpu17=0)
         path = configs.sidecar(layout, 'compute1', '/s')
         parser = configparser.RawConfigParser(strict=True)
         parser.read(path)
