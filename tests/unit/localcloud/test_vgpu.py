@@ -74,15 +74,20 @@ class SimulatedGpusTest(testtools.TestCase):
             list(devices.simulated_host(1, 4, 1).functions))
 
 
+def sidecar_config(layout):
+    """compute1's sidecar configuration in the layout, parsed."""
+    conf = cfg.ConfigOpts()
+    sidecar_conf.register_opts(conf)
+    conf(['--config-file', configs.sidecar(layout, 'compute1', '/s')],
+         project='nova-cyborg', default_config_files=[],
+         default_config_dirs=[])
+    return conf
+
+
 class SidecarGpuDriverTest(testtools.TestCase):
 
     def _conf(self, layout):
-        conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(conf)
-        conf(['--config-file', configs.sidecar(layout, 'compute1', '/s')],
-             project='nova-cyborg', default_config_files=[],
-             default_config_dirs=[])
-        return conf
+        return sidecar_config(layout)
 
     def test_each_gpu_is_a_vgpu_provider(self):
         root = self.useFixture(fixtures.TempDir()).path

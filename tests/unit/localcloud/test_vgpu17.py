@@ -13,17 +13,16 @@ import os
 
 import fixtures
 import testtools
-from oslo_config import cfg
 
 from localcloud import configs
 from localcloud import devices
 from localcloud import layout as layout_mod
 from nova.tests.fixtures import libvirt as fakelibvirt
-from sidecar import conf as sidecar_conf
 from sidecar import privileged
 from sidecar.drivers import gpu
 from sidecar.sources import sysfs
 from sidecar_simulator import kernel
+from tests.unit.localcloud import test_vgpu
 
 #: With one mdev GPU, one FPGA PF with 4 VFs and one plain PF with 4 VFs:
 #: the H100 is the third PF (fakelibvirt's bus 0x81, slots in order).
@@ -91,13 +90,8 @@ class Vgpu17HostTest(testtools.TestCase):
             return f.read().strip()
 
     def _conf(self):
-        layout = layout_mod.Layout(root=self.base, port_base=31000)
-        conf = cfg.ConfigOpts()
-        sidecar_conf.register_opts(conf)
-        conf(['--config-file', configs.sidecar(layout, 'compute1', '/s')],
-             project='nova-cyborg', default_config_files=[],
-             default_config_dirs=[])
-        return conf
+        return test_vgpu.sidecar_config(
+            layout_mod.Layout(root=self.base, port_base=31000))
 
     def test_fakelibvirt_shows_the_same_functions(self):
         conn = fakelibvirt.Connection(
