@@ -195,7 +195,7 @@ class NvidiaKernel:
     """
 
     def __init__(self, host):
-        self.nvidia = host.extensions.get('nvidia')
+        self.nvidia = nvidia.of(host)
         self._lock = threading.Lock()
 
     def write(self, real, root, relpath, value):

@@ -26,6 +26,7 @@ import shutil
 from sidecar_simulator import abi_sources
 from sidecar_simulator import dfl as dfl_sim
 from sidecar_simulator import host as simulator
+from sidecar_simulator import nvidia as nvidia_sim
 
 VFIO = 'vfio-pci'
 #: kind of path -> its source.
@@ -191,7 +192,7 @@ def release(host, address):
                     'dfl-port.%d' % port.port_id: ''})
 
 
-def reboot(host, cold=True, reenable=(), nvidia=None):
+def reboot(host, cold=True, reenable=()):
     """The host's tree as its next boot leaves it; returns the root.
 
     - No ``driver_override`` survives (it is a sysfs write:
@@ -206,9 +207,8 @@ def reboot(host, cold=True, reenable=(), nvidia=None):
       the instances its mdevs held.
     - NVIDIA vGPU 17: every VF reads ``current_vgpu_type`` 0 (NVIDIA
       vgpu-device-manager ``pkg/vgpu/vfio/sysfs.go``: the type is set at
-      run time, so the tool applies its config at every boot);
-      ``nvidia`` is the host's :class:`sidecar_simulator.nvidia.NvidiaHost`
-      (by default the one among the host's extensions).
+      run time, so the tool applies its config at every boot): the
+      host's :class:`sidecar_simulator.nvidia.NvidiaHost`, if it has one.
     - DFL: no port is released at boot (drivers/fpga/dfl.c
       ``dfl_fpga_feature_devs_enumerate``: ports are under the PF until
       ``DFL_FPGA_FME_PORT_RELEASE``), and the ids are taken again in probe
@@ -219,7 +219,7 @@ def reboot(host, cold=True, reenable=(), nvidia=None):
       FPGA had loaded.
     """
     dfl_host = host.extensions.get('dfl')
-    nvidia = nvidia or host.extensions.get('nvidia')
+    nvidia = nvidia_sim.of(host)
     for pf in reenable:
         if dfl_host and dfl_host.card_of(pf):
             raise ValueError('%s: a DFL card\'s ports are released again '
@@ -253,8 +253,6 @@ def reboot(host, cold=True, reenable=(), nvidia=None):
         for name in os.listdir(dfl_host.dev_dir):
             if name.startswith(('dfl-fme.', 'dfl-port.')):
                 os.unlink(os.path.join(dfl_host.dev_dir, name))
-    if nvidia is not None:
-        return nvidia.write(root)
     return host.write(root)
 
 

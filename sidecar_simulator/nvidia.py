@@ -165,7 +165,7 @@ class NvidiaHost:
         self._groups = 0
         # What NVIDIA's driver adds is written with the host's tree, and
         # taken back from it, wherever the host is written or loaded.
-        self.host.extensions['nvidia'] = self
+        self.host.extensions['nvidia'] = _Extension(self)
 
     def __getattr__(self, name):
         # Whatever NVIDIA's driver does not change is the host's: an
@@ -319,11 +319,7 @@ class NvidiaHost:
 
     # -- writing ----------------------------------------------------------
 
-    def write(self, root):
-        """Write the host's tree, and what NVIDIA's driver adds to it."""
-        return self.host.write(root)
-
-    def write_devices(self, root):
+    def _write_devices(self, root):
         """What NVIDIA's driver adds, after the host's PCI tree."""
         self.root = root
         for card in self.cards:
@@ -333,7 +329,7 @@ class NvidiaHost:
                 self._write_descriptions(card)
         return root
 
-    def load_state(self, root):
+    def _load_state(self, root):
         """Each vGPU 17 VF's type as a tree written before holds it: the
         driver keeps ``current_vgpu_type`` while the services that use
         the card restart (not across a reboot:
@@ -363,6 +359,28 @@ class NvidiaHost:
                                     'framebuffer=%dM, max_resolution='
                                     '4096x2400, max_instance=%d'
                                     % (size * 1024, t.per_gpu)})
+
+
+class _Extension:
+    """An :class:`NvidiaHost` as its host's ``nvidia`` extension: the
+    host's ``write`` and ``load_state`` call these. Kept apart from the
+    NvidiaHost, whose ``write`` and ``load_state`` are the host's own
+    (its ``__getattr__``): the whole tree, written or loaded."""
+
+    def __init__(self, cards):
+        self.cards = cards
+
+    def write_devices(self, root):
+        return self.cards._write_devices(root)
+
+    def load_state(self, root):
+        self.cards._load_state(root)
+
+
+def of(host):
+    """The :class:`NvidiaHost` of ``host`` (a SimulatedHost), or None."""
+    extension = host.extensions.get('nvidia')
+    return extension.cards if extension is not None else None
 
 
 _BDF = r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]'

@@ -64,8 +64,7 @@ class VgpuRebootTest(test_sidecar.SidecarTestBase):
         # sidecar's next cycle writes the types back before it reports,
         # and before the guests start again.
         servers = [self._stop_server(server) for server in servers]
-        kernel.reboot(self.sim[0].host, reenable=[self.card.pf],
-                      nvidia=self.sim[0])
+        kernel.reboot(self.sim[0].host, reenable=[self.card.pf])
         self.assertEqual({}, self._typed())
         self.sidecars['compute1'].cycle()
         waits.wait_until(lambda: self._typed() == {vf: ID_40C for vf in vfs},

@@ -22,6 +22,7 @@ from sidecar import privileged
 from sidecar.drivers import gpu
 from sidecar.sources import sysfs
 from sidecar_simulator import kernel
+from sidecar_simulator import nvidia
 from tests.unit.localcloud import test_vgpu
 
 #: With one mdev GPU, one FPGA PF with 4 VFs and one plain PF with 4 VFs:
@@ -35,7 +36,7 @@ def _host(root, vgpu17=1):
 
 
 def _card(host):
-    (card,) = host.extensions['nvidia'].cards
+    (card,) = nvidia.of(host).cards
     return card
 
 
@@ -124,9 +125,9 @@ class Vgpu17HostTest(testtools.TestCase):
         # One type a card: the others' VFs list only that one now, and
         # the driver refuses another (EINVAL) even past the helper's check.
         self.assertEqual([(ID_20C, configs.VGPU17_TYPE)],
-                         self.host.extensions['nvidia'].creatable(
+                         nvidia.of(self.host).creatable(
                              self.card, other))
-        self.assertRaises(OSError, self.host.extensions['nvidia'].
+        self.assertRaises(OSError, nvidia.of(self.host).
                           kernel_write, os.path.join(
                               self.root, 'bus/pci/devices', other,
                               'nvidia/current_vgpu_type'), '1054')

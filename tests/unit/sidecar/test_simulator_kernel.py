@@ -229,7 +229,6 @@ class KernelTest(simhost.SimHostTestCase):
         card = gpus.add_vfio_vgpu_card(num_vfs=2, types={
             0: 'NVIDIA H100-40C'})
         self.sys = gpus.write(os.path.join(self.root, 'sys'))
-        # The host's NVIDIA extension is found without being named.
         kernel.reboot(self.host, reenable=[card.pf])
         for vf in card.vfs:
             with open(os.path.join(self.sys, 'bus/pci/devices', vf,
@@ -237,7 +236,7 @@ class KernelTest(simhost.SimHostTestCase):
                 self.assertEqual('0', f.read().strip())
             self.assertEqual('nvidia', self._driver(vf))
         # Without the boot unit's sriov-manage -e there is no VF at all.
-        kernel.reboot(self.host, nvidia=gpus)
+        kernel.reboot(self.host)
         self.assertEqual([], card.vfs)
 
     def test_reboot_refuses_to_reenable_a_dfl_card(self):

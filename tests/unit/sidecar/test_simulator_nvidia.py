@@ -97,7 +97,7 @@ class NvidiaProfileTest(simhost.SimHostTestCase):
         self.sim.set_vgpu_type(self.h100, vfs[0], '0')
         self.sim.set_vgpu_type(self.h100, vfs[2], '1054')
         again = self._same_host()
-        again.host.load_state(self.sys)
+        again.load_state(self.sys)
         self.assertEqual({vfs[0]: '0', vfs[1]: '1054', vfs[2]: '1054',
                           vfs[3]: '0'}, again.cards[0].current)
         again.write(self.sys)
@@ -107,7 +107,7 @@ class NvidiaProfileTest(simhost.SimHostTestCase):
                                            'nvidia/current_vgpu_type'))
 
     def test_one_nvidia_extension_a_host(self):
-        self.assertIs(self.sim, self.sim.host.extensions['nvidia'])
+        self.assertIs(self.sim, nvidia.of(self.sim.host))
         self.assertRaises(ValueError, nvidia.NvidiaHost, self.sim.host)
 
     def test_types_follow_the_card(self):

@@ -30,7 +30,7 @@ class RestoreTest(base._BindBase):
         self.mdevs.create(self.vfs[1], H100_4C, UUID_A)
         self.offered = self.handle(self.vfs[1]).attach_info()
         self.writes[:] = []
-        kernel.reboot(self.sim.host, reenable=[self.card.pf], nvidia=self.sim)
+        kernel.reboot(self.sim.host, reenable=[self.card.pf])
         self.assertEqual(0, self.current(self.vfs[1]))
 
     def problems(self):
