@@ -102,14 +102,15 @@ def rebind_at_source(virtapi, context, instance):
             _profile(move.migration_flavor(instance))):
         return
     client = nc_client.get_client(context)
-    foreign = move.destination_arqs(instance, client.get_arqs_for_instance(
-        arq_owner(instance)), _hostnames(instance))
-    if foreign:
+    destination = move.destination_arqs(
+        instance, client.get_arqs_for_instance(arq_owner(instance)),
+        _hostnames(instance))
+    if destination:
         try:
-            client.delete_arqs_strictly(foreign)
+            client.delete_arqs_strictly(destination)
         except exception.CyborgError:
-            move.remember_retired(instance, foreign)
+            move.remember_retired(instance, destination)
             raise
         LOG.info('Deleted the accelerator requests %s of the destination',
-                 ','.join(foreign), instance=instance)
+                 ','.join(destination), instance=instance)
     move.unpark(virtapi, context, instance)
