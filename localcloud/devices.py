@@ -202,7 +202,8 @@ class NvidiaKernel:
         target = privileged._resolve_under(root, relpath)
         if not target.endswith(os.path.join('nvidia', 'current_vgpu_type')):
             return real(root, relpath, value)
-        privileged._check_text('sysfs value', value)
+        # The helper's own checks of the value, then the driver's.
+        privileged._check_sysfs_value(value)
         with self._lock:
             self.nvidia.kernel_write(target, value)
 

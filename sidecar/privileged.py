@@ -109,13 +109,19 @@ def _resolve_under(root, relpath):
     return target
 
 
-def _write_sysfs(root, relpath, value):
+def _check_sysfs_value(value):
+    """What a value written to a sysfs attribute must be: text, one line,
+    at most :data:`MAX_SYSFS_VALUE` characters."""
     _check_text('sysfs value', value)
     if '\n' in value or '\r' in value:
         raise _invalid('sysfs value', 'contains a line break')
     if len(value) > MAX_SYSFS_VALUE:
         raise _invalid('sysfs value', 'longer than %d characters'
                        % MAX_SYSFS_VALUE)
+
+
+def _write_sysfs(root, relpath, value):
+    _check_sysfs_value(value)
     target = _resolve_under(root, relpath)
     # No O_CREAT: a sysfs attribute that is not there is an error, never a
     # file to make. O_NOFOLLOW: the path was resolved above.

@@ -18,6 +18,7 @@ from localcloud import configs
 from localcloud import devices
 from localcloud import layout as layout_mod
 from nova.tests.fixtures import libvirt as fakelibvirt
+from sidecar import exception
 from sidecar import privileged
 from sidecar.drivers import gpu
 from sidecar.sources import sysfs
@@ -132,6 +133,16 @@ class Vgpu17HostTest(testtools.TestCase):
                               self.root, 'bus/pci/devices', other,
                               'nvidia/current_vgpu_type'), '1054')
         self.assertTrue(privileged.clear_vgpu_type(self.root, vf, ID_20C))
+        self.assertEqual('0', self._current(vf))
+
+    def test_the_helpers_value_checks_still_apply(self):
+        # Routed to the driver, the write is checked as the privileged
+        # helper checks any sysfs value first.
+        vf = self.card.vfs[0]
+        self.assertRaises(exception.InvalidArgument,
+                          privileged._write_sysfs, self.root, os.path.join(
+                              'bus/pci/devices', vf,
+                              'nvidia/current_vgpu_type'), ID_20C + '\n')
         self.assertEqual('0', self._current(vf))
 
     def test_restart_keeps_types_reboot_clears_them(self):
