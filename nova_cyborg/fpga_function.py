@@ -38,6 +38,23 @@ def function_of_image(context, image_id):
     return function_id
 
 
+def ask(group):
+    """What device profile group ``group`` asks of a card.
+
+    :returns: ('bitstream', IMAGE_ID), ('function', FUNCTION_ID) or
+        ('trait', TRAIT), in the precedence cyborg-conductor programs by;
+        None when it asks no function.
+    """
+    if not isinstance(group, dict):
+        return None
+    if group.get(BITSTREAM_KEY):
+        return ('bitstream', str(group[BITSTREAM_KEY]))
+    if group.get(FUNCTION_KEY):
+        return ('function', str(group[FUNCTION_KEY]))
+    traits = required_function_traits(group)
+    return ('trait', traits[0]) if traits else None
+
+
 def required_function_traits(group):
     """The function traits a device profile group requires, sorted."""
     return sorted(key[len('trait:'):] for key, value in group.items()

@@ -18,6 +18,13 @@ own record says the card already has the bitstream, and that record can be
 stale (the card was reprogrammed or reset since), so a Bound ARQ alone does
 not prove the function.
 
+What each group asks is recorded on the server by nova-api when it builds
+the server from its flavor's device profile (:func:`record`, patch 0027),
+so that a first build's check reads no profile from Cyborg; a server
+without that record (built before it, by an unpatched nova-api, or since
+moved, rebuilt or given accelerators of another profile) has its profile
+read here, as it is now.
+
 A mismatch raises :class:`FunctionMismatch` naming both functions; a
 function that cannot be verified (Placement, Cyborg or the image
 unreadable) raises :class:`FunctionUnverified`: the guest is never started
@@ -27,6 +34,7 @@ reschedules it, after the ARQs were deleted and the allocation freed).
 
 from oslo_log import log as logging
 
+from nova.compute import vm_states
 from nova import exception as nova_exception
 from nova.scheduler.client import report
 
@@ -39,6 +47,15 @@ LOG = logging.getLogger(__name__)
 BITSTREAM_KEY = fpga_function.BITSTREAM_KEY
 FUNCTION_KEY = fpga_function.FUNCTION_KEY
 TRAIT_PREFIX = fpga_function.TRAIT_PREFIX
+
+#: System metadata of a server built from a flavor's device profile: the
+#: profile's name, and what each of its groups asks (:func:`record`), as
+#: ``<ASK_PREFIX><n>`` keys: ``kind:value``, or ``-`` for no ask.
+PROFILE_KEY = 'nova_cyborg_dp_asked'
+ASK_PREFIX = 'nova_cyborg_dp_ask_'
+_NO_ASK = '-'
+#: Nova keeps at most this many characters of a system metadata value.
+_MAX_VALUE = 255
 
 
 class FunctionCheckFailed(nova_exception.AcceleratorRequestOpFailed):
@@ -67,21 +84,86 @@ def _function_of_image(context, image_id):
             {'image': image_id, 'err': exc})
 
 
+def record(instance, dp_name, request_groups):
+    """Record on ``instance`` (not saved) what the groups of its flavor's
+    device profile ask of an FPGA.
+
+    :param request_groups: what ``get_device_profile_request_groups``
+        returned for ``dp_name`` in this process (a
+        nova_cyborg.request_groups.ProfileRequestGroups).
+
+    Records nothing (the check reads the profile then) when the groups do
+    not carry their asks or an ask is longer than Nova keeps.
+    """
+    asks = getattr(request_groups, 'asks', None)
+    if not dp_name or asks is None:
+        return
+    values = [_NO_ASK if ask is None else '%s:%s' % ask for ask in asks]
+    if len(dp_name) > _MAX_VALUE or any(len(v) > _MAX_VALUE
+                                        for v in values):
+        return
+    if not instance.obj_attr_is_set('system_metadata'):
+        instance.system_metadata = {}
+    meta = instance.system_metadata
+    for key in [k for k in meta if k.startswith(ASK_PREFIX)]:
+        del meta[key]
+    meta[PROFILE_KEY] = dp_name
+    for index, value in enumerate(values):
+        meta['%s%d' % (ASK_PREFIX, index)] = value
+
+
+#: What :func:`_recorded_ask` returns when nothing usable is recorded.
+_UNRECORDED = object()
+
+
+def _recorded_ask(instance, arq):
+    """The ask :func:`record` kept for ``arq``'s group, or _UNRECORDED.
+
+    Only while the server is in its first build, whose ARQs were created
+    from the profile as nova-api read it (a move or rebuild creates them
+    from the profile as it is then), and only for its flavor's profile.
+    """
+    if not (instance.obj_attr_is_set('vm_state') and
+            instance.vm_state == vm_states.BUILDING and
+            instance.obj_attr_is_set('system_metadata')):
+        return _UNRECORDED
+    meta = instance.system_metadata
+    index = arq.get('device_profile_group_id')
+    if (meta.get(PROFILE_KEY) is None or
+            meta.get(PROFILE_KEY) != arq.get('device_profile_name') or
+            not isinstance(index, int) or isinstance(index, bool)):
+        return _UNRECORDED
+    value = meta.get('%s%d' % (ASK_PREFIX, index))
+    if value is None:
+        return _UNRECORDED
+    if value == _NO_ASK:
+        return None
+    kind, _sep, what = value.partition(':')
+    if kind not in ('bitstream', 'function', 'trait') or not what:
+        return _UNRECORDED
+    return (kind, what)
+
+
+def resolve(context, ask):
+    """What ``ask`` (:func:`nova_cyborg.fpga_function.ask`) wants of the
+    card: ('function', FUNCTION_ID) or ('trait', TRAIT), or None; a
+    bitstream is read for its function.
+    """
+    if ask is None:
+        return None
+    kind, value = ask
+    if kind == 'bitstream':
+        return ('function', _function_of_image(context, value))
+    return ask
+
+
 def wanted(context, group):
     """What ``group`` (a device profile group) asks of the card.
 
     :returns: ('function', FUNCTION_ID) or ('trait', TRAIT), or None when
         it asks no function.
     """
-    if not isinstance(group, dict):
-        return None
-    if group.get(BITSTREAM_KEY):
-        return ('function',
-                _function_of_image(context, str(group[BITSTREAM_KEY])))
-    if group.get(FUNCTION_KEY):
-        return ('function', str(group[FUNCTION_KEY]))
-    traits = fpga_function.required_function_traits(group)
-    return ('trait', traits[0]) if traits else None
+    return resolve(context, fpga_function.ask(group))
 
 
 def holds(traits, want):
@@ -149,9 +231,13 @@ def check(context, instance, arqs):
     cyclient = None
     profiles = {}
     for arq in arqs:
-        if cyclient is None:
-            cyclient = nc_client.get_client(context)
-        want = wanted(context, _profile_group(cyclient, profiles, arq))
+        ask = _recorded_ask(instance, arq)
+        if ask is not _UNRECORDED:
+            want = resolve(context, ask)
+        else:
+            if cyclient is None:
+                cyclient = nc_client.get_client(context)
+            want = wanted(context, _profile_group(cyclient, profiles, arq))
         if want is None:
             continue
         rp_uuid = arq.get('device_rp_uuid')

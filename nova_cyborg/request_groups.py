@@ -31,6 +31,7 @@ from nova import objects
 
 from nova_cyborg import conf as nc_conf  # noqa: F401 (registers options)
 from nova_cyborg import exception
+from nova_cyborg import fpga_function
 from nova_cyborg.i18n import _
 
 CONF = nova.conf.CONF
@@ -113,8 +114,23 @@ def _parse_group(dp_name, index, group):
     return resources, required, forbidden
 
 
+class ProfileRequestGroups(list):
+    """The request groups of one device profile, in its groups' order.
+
+    ``asks`` holds what each group asks of an FPGA
+    (:func:`nova_cyborg.fpga_function.ask`), for nova-api to record on the
+    server (:func:`nova_cyborg.function_check.record`). It stays in this
+    process: the request spec sends the groups, never this attribute.
+    """
+
+    def __init__(self, groups, asks):
+        super().__init__(groups)
+        self.asks = asks
+
+
 def build_request_groups(dp_groups, owner=None, dp_name=None):
-    """Validate profile groups and return one RequestGroup per group.
+    """Validate profile groups and return one RequestGroup per group
+    (a :class:`ProfileRequestGroups`).
 
     :param dp_groups: the ``groups`` list of a device profile.
     :param owner: the port UUID for a port-owned profile, else None.
@@ -136,7 +152,8 @@ def build_request_groups(dp_groups, owner=None, dp_name=None):
             forbidden_traits=forbidden)
         request_groups.append(rg)
     check_limit(dp_name, total)
-    return request_groups
+    return ProfileRequestGroups(
+        request_groups, [fpga_function.ask(group) for group in dp_groups])
 
 
 def count(request_groups):

@@ -1,9 +1,10 @@
-"""Hooks of ``nova.compute.api`` (patches 0006, 0012 and 0026)."""
+"""Hooks of ``nova.compute.api`` (patches 0006, 0012, 0026 and 0027)."""
 
 import threading
 
 from nova_cyborg import api
 from nova_cyborg import cleanup
+from nova_cyborg import function_check
 
 #: What :func:`may_have_arqs_before_host` decided for the server the
 #: request's thread deletes: (instance UUID, may hold ARQs). One a thread:
@@ -64,6 +65,23 @@ def check_new_flavor(context, flavor, instance=None):
         TooManyInstances over the project's limits.
     """
     api.check_new_flavor(context, flavor, instance)
+
+
+def record_profile_asks(instance, dp_name, dp_request_groups):
+    """Called by ``API._provision_instances()`` (patch 0027) for each new
+    server whose flavor names a device profile, once the server's system
+    metadata is set and before its build request is written.
+
+    Records on the server (not saved: the build request saves it) what
+    each of the profile's groups asks of an FPGA, from the profile as it
+    was just read, so that nova-compute's check before the guest starts
+    reads no profile (nova_cyborg.function_check).
+
+    :param dp_name: the flavor's device profile name.
+    :param dp_request_groups: what ``get_device_profile_request_groups``
+        returned for it.
+    """
+    function_check.record(instance, dp_name, dp_request_groups)
 
 
 def may_have_arqs_before_host(instance):

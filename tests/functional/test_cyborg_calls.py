@@ -8,13 +8,10 @@ start check (nova_cyborg.handoff), and a delete asks under the alias of a
 server only when its system metadata shows a live migration's traces
 (nova_cyborg.bookkeeping.holders).
 
-One call more than upstream's is left: nova-compute reads the device
-profile before the guest starts, to check that the card holds the FPGA
-function the profile's group asks for (nova_cyborg.function_check).
-Only nova-api reads the profile before, and nothing it keeps (the request
-spec's request groups, the instance) carries a group's ``accel:*``
-properties to nova-compute; a cache in nova-compute would check a guest
-against a profile since deleted and created again under its name.
+nova-compute's check that the card holds the FPGA function a profile's
+group asks for (nova_cyborg.function_check) reads no profile on a first
+build: nova-api records each group's ask on the server from the profile it
+read (patch 0027).
 """
 
 from tests.functional import base  # noqa: I100 (Nova's monkey_patch first)
@@ -43,10 +40,10 @@ class CyborgCallsTest(base.AcceleratorTestBase):
             ('POST', ARQS, ()),
             ('PATCH', ARQS, ()),
             # nova-compute: the bound ARQs (their attach handles), once
-            # for the wait and the guest's start check; the profile for
-            # the function check.
-            ('GET', ARQS, (('instance', server['id']),)),
-            profile]), sorted(self.calls.take()))
+            # for the wait, the function check and the guest's start
+            # check.
+            ('GET', ARQS, (('instance', server['id']),))]),
+            sorted(self.calls.take()))
 
     def test_delete_asks_cyborg_once(self):
         server = self.boot(self.flavor)

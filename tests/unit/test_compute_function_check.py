@@ -8,6 +8,7 @@ from unittest import mock
 
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
+from nova.compute import vm_states
 from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler.client import report
@@ -15,6 +16,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_cyborg import allocations
 from nova_cyborg import function_check
+from nova_cyborg import request_groups
 from tests.unit import test_client
 
 F_X = 'a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4'
@@ -30,7 +32,7 @@ def arq(group=0, rp=uuids.rp):
                             device_rp_uuid=rp)
 
 
-class FunctionCheckTest(test_client.ClientTestBase):
+class FunctionCheckBase(test_client.ClientTestBase):
 
     def setUp(self):
         super().setUp()
@@ -60,6 +62,9 @@ class FunctionCheckTest(test_client.ClientTestBase):
         for word in words:
             self.assertIn(word, exc.format_message())
         return exc
+
+
+class FunctionCheckTest(FunctionCheckBase):
 
     def test_no_function_asked_no_check(self):
         self.profile({'resources:FPGA': '1',
@@ -169,6 +174,106 @@ class FunctionCheckTest(test_client.ClientTestBase):
         self.assertEqual(1, sum(1 for r in self.requests.request_history
                                 if 'device_profiles' in r.url))
         self.assertEqual(2, self.report.get_provider_traits.call_count)
+
+
+class RecordedAsksTest(FunctionCheckBase):
+    """A first build checks against what nova-api recorded (patch 0027):
+    no profile is read (requests-mock answers none)."""
+
+    def record(self, *groups, name='dp1'):
+        self.instance = objects.Instance(uuid=uuids.inst,
+                                         vm_state=vm_states.BUILDING,
+                                         system_metadata={})
+        function_check.record(self.instance, name,
+                              request_groups.build_request_groups(
+                                  list(groups), dp_name=name))
+
+    def profile_reads(self):
+        return sum(1 for r in self.requests.request_history
+                   if 'device_profiles' in r.url)
+
+    def test_recorded_function_checked_without_profile(self):
+        self.record({'resources:FPGA': '1'},
+                    {'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.assertEqual({function_check.PROFILE_KEY: 'dp1',
+                          function_check.ASK_PREFIX + '0': '-',
+                          function_check.ASK_PREFIX + '1':
+                              'function:' + F_Y},
+                         self.instance.system_metadata)
+        self.holds(trait(F_Y))
+        self.check([arq(group=0), arq(group=1)])
+        self.report.get_provider_traits.assert_called_once_with(
+            self.context, uuids.rp)
+        self.holds(trait(F_X))
+        self.assert_refused(function_check.FunctionMismatch, F_Y.upper(),
+                            arqs=[arq(group=1)])
+        self.assertEqual(0, self.profile_reads())
+
+    def test_recorded_bitstream_and_trait(self):
+        self.record({'resources:FPGA': '1', 'accel:bitstream_id': uuids.bs},
+                    {'resources:FPGA': '1',
+                     'trait:' + trait(F_X): 'required'})
+        self.image_get.return_value = {
+            'id': uuids.bs, 'properties': {'accel:function_id': F_Y}}
+        self.holds(trait(F_Y))
+        self.check([arq(group=0)])
+        self.assertEqual(uuids.bs, self.image_get.call_args[0][1])
+        self.assert_refused(function_check.FunctionMismatch,
+                            'asks INTEL_' + F_X.upper(),
+                            arqs=[arq(group=1)])
+        self.assertEqual(0, self.profile_reads())
+
+    def test_profile_read_after_the_first_build(self):
+        # A move or rebuild created the ARQs from the profile as it is now.
+        self.record({'resources:FPGA': '1', 'accel:function_id': F_X})
+        self.instance.vm_state = vm_states.ACTIVE
+        self.profile({'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.holds(trait(F_Y))
+        self.check()
+        self.assertEqual(1, self.profile_reads())
+
+    def test_profile_read_for_another_profile(self):
+        # A port's profile, or accelerators added with another one.
+        self.record({'resources:FPGA': '1', 'accel:function_id': F_X},
+                    name='dp0')
+        self.profile({'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.holds(trait(F_Y))
+        self.check()
+        self.assertEqual(1, self.profile_reads())
+
+    def test_profile_read_for_a_group_not_recorded(self):
+        self.record({'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.profile({'resources:FPGA': '1'},
+                     {'resources:FPGA': '1', 'accel:function_id': F_X})
+        self.holds(trait(F_X))
+        self.check([arq(group=1)])
+        self.assertEqual(1, self.profile_reads())
+
+    def test_hostile_record_not_trusted(self):
+        self.record({'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.instance.system_metadata[function_check.ASK_PREFIX + '0'] = (
+            'program:' + F_X)
+        self.profile({'resources:FPGA': '1', 'accel:function_id': F_Y})
+        self.holds(trait(F_Y))
+        self.check()
+        self.assertEqual(1, self.profile_reads())
+
+    def test_nothing_recorded_too_long_or_without_asks(self):
+        long_id = 'f' * 250
+        self.record({'resources:FPGA': '1', 'accel:function_id': long_id})
+        self.assertEqual({}, self.instance.system_metadata)
+        function_check.record(self.instance, 'dp1',
+                              [objects.RequestGroup()])
+        self.assertEqual({}, self.instance.system_metadata)
+
+    def test_record_replaces_an_older_one(self):
+        self.record({'resources:FPGA': '1'}, {'resources:FPGA': '1'})
+        function_check.record(self.instance, 'dp2',
+                              request_groups.build_request_groups(
+                                  [{'resources:FPGA': '1'}]))
+        self.assertEqual({function_check.PROFILE_KEY: 'dp2',
+                          function_check.ASK_PREFIX + '0': '-'},
+                         self.instance.system_metadata)
 
 
 class FreeAllocationTest(test_client.ClientTestBase):

@@ -26,6 +26,9 @@ class BuildRequestGroupsTest(test.NoDBTestCase):
         self.assertTrue(groups[0].use_same_provider)
         self.assertEqual({'CUSTOM_ACCELERATOR_QAT': 1}, groups[1].resources)
         self.assertEqual(set(), groups[1].required_traits)
+        # What each group asks of an FPGA, kept in this process only.
+        self.assertEqual([('bitstream', 'b1'), None], groups.asks)
+        self.assertNotIn('asks', str(groups[0].obj_to_primitive()))
 
     def test_standard_trait_and_port_owner(self):
         groups = request_groups.build_request_groups(
