@@ -102,7 +102,8 @@ def attach_rows(data, why=None):
                     'hostdev). The p95 rows divide by the same median.')
         elif key == 'add vgpu stopped':
             note = ('P11: a mediated device is not plugged into a running '
-                    'guest (refused, by design: nova_cyborg.attach); the '
+                    'guest (refused, by design: '
+                    'nova_cyborg.flows.attach.compute); the '
                     'figure is the attach to a stopped server, which '
                     'binds the ARQ (the sidecar creates the mdev) and '
                     'records it; the guest gets it at its next start.')

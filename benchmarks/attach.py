@@ -14,7 +14,7 @@ flavor. Each round, in one process:
   device is not plugged into a running guest: refused by design).
 
 An action is timed from its POST to the end of nova-compute's handler
-(``nova_cyborg.rpc_endpoint._Actions``: the task state cleared and the
+(``nova_cyborg.flows.attach.endpoint._Actions``: the task state cleared and the
 instance action's event recorded; no polling), and checked (the ARQs the
 server holds in Cyborg afterwards). The first ``WARMUP`` rounds are not
 counted; ``NOVA_CYBORG_BENCH_ROUNDS`` rounds are (default 20).
@@ -44,19 +44,21 @@ WARMUP = 2
 FPGA = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 VGPU = [{'resources:VGPU': '1'}]
 WATCHED = [
-    ('nova_cyborg.rpc_endpoint._Actions.add_accelerator', 'add'),
-    ('nova_cyborg.rpc_endpoint._Actions.remove_accelerator', 'remove'),
-    ('nova_cyborg.client.CyborgClient.bind_arqs', 'cyborg.bind'),
+    ('nova_cyborg.flows.attach.endpoint._Actions.add_accelerator', 'add'),
+    ('nova_cyborg.flows.attach.endpoint._Actions.remove_accelerator',
+     'remove'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', 'cyborg.bind'),
     # Where an action's time goes (inside nova-compute's handler).
-    ('nova_cyborg.client.get_device_profile_request_groups',
+    ('nova_cyborg.clients.cyborg.get_device_profile_request_groups',
      'cyborg.profile'),
-    ('nova_cyborg.client.CyborgClient.get_arqs_for_instance', 'cyborg.get'),
-    ('nova_cyborg.client.CyborgClient.create_arqs', 'cyborg.create'),
-    ('nova_cyborg.allocations.add', 'placement.add'),
-    ('nova_cyborg.allocations.remove', 'placement.remove'),
-    ('nova_cyborg.move.bind_and_wait', 'bind_and_wait'),
-    ('nova_cyborg.move.retire', 'cyborg.retire'),
-    ('nova_cyborg.attach._driver', 'libvirt'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.get_arqs_for_instance',
+     'cyborg.get'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.create_arqs', 'cyborg.create'),
+    ('nova_cyborg.clients.allocations.add', 'placement.add'),
+    ('nova_cyborg.clients.allocations.remove', 'placement.remove'),
+    ('nova_cyborg.steps.arqs.bind_and_wait', 'bind_and_wait'),
+    ('nova_cyborg.steps.arqs.retire', 'cyborg.retire'),
+    ('nova_cyborg.flows.attach.compute._driver', 'libvirt'),
 ]
 
 

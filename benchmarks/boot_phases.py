@@ -46,11 +46,12 @@ _NOVA = [
      'ServerExternalEventsController.create', 'api.events'),
 ]
 _OURS = [
-    ('nova_cyborg.client.CyborgClient.get_device_profile_groups',
+    ('nova_cyborg.clients.cyborg.CyborgClient.get_device_profile_groups',
      'cyborg.profile'),
-    ('nova_cyborg.client.CyborgClient.create_arqs', 'cyborg.create'),
-    ('nova_cyborg.client.CyborgClient.bind_arqs', 'cyborg.bind'),
-    ('nova_cyborg.client.CyborgClient.get_arqs_for_instance', 'cyborg.get'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.create_arqs', 'cyborg.create'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', 'cyborg.bind'),
+    ('nova_cyborg.clients.cyborg.CyborgClient.get_arqs_for_instance',
+     'cyborg.get'),
 ]
 _UPSTREAM = [
     ('nova.accelerator.cyborg._CyborgClient.get_device_profile_groups',

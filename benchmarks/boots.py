@@ -10,8 +10,8 @@ boots of each kind are measured (default 20). The phases of each boot
 (benchmarks.boot_phases) are kept with it, to say where the time goes.
 ``NOVA_CYBORG_BENCH_OVERLAP=0`` turns off, on the patched side, the
 creation of ARQs while the scheduler runs and the bind while the
-conductor records the server (nova_cyborg.early_arqs): the boot path as
-it was before them, for a before/after comparison.
+conductor records the server (nova_cyborg.flows.boot.early_arqs): the boot path
+as it was before them, for a before/after comparison.
 """
 
 import os
@@ -32,11 +32,11 @@ class BootBench(harness.BenchBase):
         runs = int(os.environ.get('NOVA_CYBORG_BENCH_BOOTS', '20'))
         overlap = os.environ.get('NOVA_CYBORG_BENCH_OVERLAP', '1') == '1'
         if self.PATCHED and not overlap:
-            from nova_cyborg import early_arqs
+            from nova_cyborg.flows.boot import early_arqs
             self.useFixture(fixtures.MonkeyPatch(
-                'nova_cyborg.early_arqs.start', lambda *args: []))
+                'nova_cyborg.flows.boot.early_arqs.start', lambda *args: []))
             self.useFixture(fixtures.MonkeyPatch(
-                'nova_cyborg.early_arqs.start_binding',
+                'nova_cyborg.flows.boot.early_arqs.start_binding',
                 lambda *args, **kwargs: None))
             self.addCleanup(early_arqs._pending.clear)
         self.start_accel_compute('compute1', num_vfs=4)

@@ -153,7 +153,7 @@ def assert_imported(target):
 
 
 #: The capability trait every patched compute reports
-#: (``nova_cyborg.capability``); an unpatched one does not.
+#: (``nova_cyborg.model.capability``); an unpatched one does not.
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
 
 

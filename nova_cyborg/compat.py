@@ -141,7 +141,7 @@ def warn_without_owner_prefilter(conf):
 def enforce_limits(context, project_id, flavor, is_bfv, groups,
                    delta_updates=None):
     """Nova's unified-limit check of one server with ``flavor`` and the
-    device profile groups ``groups`` (nova_cyborg.quota).
+    device profile groups ``groups`` (nova_cyborg.steps.quota).
 
     :param delta_updates: deltas that replace the computed ones (e.g.
         ``{'servers': 0}``).

@@ -23,7 +23,7 @@ POLICY_ROOT = 'nova_cyborg:servers:accelerators:%s'
 ADD = POLICY_ROOT % 'add'
 REMOVE = POLICY_ROOT % 'remove'
 #: Add a device profile that no flavor the server's project can use
-#: carries (nova_cyborg.attach_api.check_offered).
+#: carries (nova_cyborg.flows.attach.api.check_offered).
 ADD_ANY_PROFILE = POLICY_ROOT % 'add:any_profile'
 
 #: The names before, inside Nova's namespace.

@@ -48,8 +48,8 @@ from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 
 from nova_cyborg import conf
-from nova_cyborg import fpga_function
-from nova_cyborg import request_groups
+from nova_cyborg.model import fpga_function
+from nova_cyborg.model import request_groups
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def wanted_functions(context, spec_obj):
     dp_name = flavor and (flavor.extra_specs or {}).get(DP_EXTRA_SPEC)
     if not dp_name:
         return {}
-    from nova_cyborg import client
+    from nova_cyborg.clients import cyborg as client
     groups = client.get_client(context).get_device_profile_groups(dp_name)
     result = {}
     for index, group in enumerate(groups or []):

@@ -38,7 +38,7 @@ class NovaCyborgTempestPlugin(plugins.TempestPlugin):
         compute = config.service_client_config('compute')
         compute.update(
             name='nova_cyborg_compute',
-            service_version='nova_cyborg.compute',
+            service_version='nova_cyborg.steps.bound_arqs',
             module_path='tempest_plugin.services',
             client_names=['ServerAcceleratorsClient'])
         return [accelerator, compute]

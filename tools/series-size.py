@@ -26,7 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nova_cyborg.cmd import _series  # noqa: E402
+from nova_cyborg_patch import series as _series  # noqa: E402
 
 
 def measure(series_dir):

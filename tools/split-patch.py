@@ -34,7 +34,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nova_cyborg.cmd import _unidiff  # noqa: E402
+from nova_cyborg_patch import unidiff as _unidiff  # noqa: E402
 
 
 def split(fp, groups):

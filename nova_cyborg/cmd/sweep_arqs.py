@@ -3,7 +3,7 @@
 Run in one place (an operator, or a cron job on one controller) with
 Nova's configuration: it reads every cell's database through Nova's API
 database and calls Cyborg as the ``[cyborg]`` service user. See
-:mod:`nova_cyborg.sweep` for what it touches.
+:mod:`nova_cyborg.flows.cleanup.sweep` for what it touches.
 
     nova-cyborg-sweep-arqs [--since SECONDS] [--batch N] \\
         [--config-file /etc/nova/nova.conf ...]
@@ -22,7 +22,7 @@ from nova import rpc
 from oslo_log import log as logging
 
 from nova_cyborg import conf as nc_conf
-from nova_cyborg import sweep
+from nova_cyborg.flows.cleanup import sweep
 
 #: One week of deleted servers by default.
 DEFAULT_SINCE = 7 * 24 * 3600

@@ -239,8 +239,10 @@ above the few seconds between a create and its bind. 0 disables it.
 
 #: Nova's group (nova.conf registers it first, with its help).
 UPGRADE_LEVELS = cfg.OptGroup('upgrade_levels', title='Upgrade levels')
-#: The versions of nova-cyborg's RPC namespace (nova_cyborg.rpc.VERSIONS;
-#: not imported: nova_cyborg.rpc imports Nova's compute RPC API).
+#: The versions of nova-cyborg's RPC namespace
+# (nova_cyborg.clients.compute_rpc.VERSIONS;
+#: not imported: nova_cyborg.clients.compute_rpc imports Nova's compute RPC
+# API).
 RPC_VERSIONS = ('1.0',)
 
 UPGRADE_OPTS = [

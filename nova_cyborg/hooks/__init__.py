@@ -6,9 +6,9 @@ a broken install fails when the service starts, not in the middle of an
 operation. Each module serves one Nova service or layer; each function is
 an entry point documented with the Nova method that calls it, the Nova
 objects it takes and what it returns or raises. The functions route to
-the project's services (Cyborg client, Placement, bookkeeping), which use
-the model (request groups, attach handles, the system metadata format);
-nothing below this package imports it.
+the project's flows (nova_cyborg.flows), which take steps
+(nova_cyborg.steps) and use the model (nova_cyborg.model) and the clients
+(nova_cyborg.clients); nothing below this package imports it.
 
 Modules, by the Nova module that imports them:
 

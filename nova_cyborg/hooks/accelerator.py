@@ -5,7 +5,7 @@ Nova's own Cyborg helpers route here, so every caller of
 the project's client and request group parsing.
 """
 
-from nova_cyborg import client as nc_client
+from nova_cyborg.clients import cyborg as nc_client
 
 
 def get_client(context):
@@ -13,7 +13,7 @@ def get_client(context):
 
     :param context: a nova RequestContext (a user's, or a service's admin
         context: the client then calls Cyborg as the service user).
-    :returns: a nova_cyborg.client.CyborgClient.
+    :returns: a nova_cyborg.clients.cyborg.CyborgClient.
     """
     return nc_client.get_client(context)
 

@@ -2,9 +2,9 @@
 
 import threading
 
-from nova_cyborg import api
-from nova_cyborg import cleanup
-from nova_cyborg import function_check
+from nova_cyborg.flows.cleanup import delete as cleanup
+from nova_cyborg.flows import server_actions as api
+from nova_cyborg.steps import function_check
 
 #: What :func:`may_have_arqs_before_host` decided for the server the
 #: request's thread deletes: (instance UUID, may hold ARQs). One a thread:
@@ -75,7 +75,7 @@ def record_profile_asks(instance, dp_name, dp_request_groups):
     Records on the server (not saved: the build request saves it) what
     each of the profile's groups asks of an FPGA, from the profile as it
     was just read, so that nova-compute's check before the guest starts
-    reads no profile (nova_cyborg.function_check).
+    reads no profile (nova_cyborg.steps.function_check).
 
     :param dp_name: the flavor's device profile name.
     :param dp_request_groups: what ``get_device_profile_request_groups``

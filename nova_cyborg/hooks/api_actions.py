@@ -1,6 +1,6 @@
 """Hooks of ``nova.api.openstack.compute.routes`` (patch 0009)."""
 
-from nova_cyborg import attach_api
+from nova_cyborg.flows.attach import api as attach_api
 
 
 def server_action_controllers():

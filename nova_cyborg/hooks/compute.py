@@ -10,19 +10,21 @@ between its source and destination hosts; the live migration hooks
 from nova import exception as nova_exception
 from oslo_log import log as logging
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import cleanup
-from nova_cyborg import compute
-from nova_cyborg import evacuate
-from nova_cyborg import live_migration_compute
-from nova_cyborg import live_migration_reset as lm_reset
-from nova_cyborg import move
-from nova_cyborg import move_revert
-from nova_cyborg import recovery
-from nova_cyborg import revert_recovery
-from nova_cyborg import rpc
-from nova_cyborg import rpc_endpoint
-from nova_cyborg import stuck_actions
+from nova_cyborg.flows.attach import endpoint as rpc_endpoint
+from nova_cyborg.flows.attach import recovery as attach_recovery
+from nova_cyborg.flows.attach import stuck_actions
+from nova_cyborg.flows.cleanup import delete as cleanup
+from nova_cyborg.flows.live_migration import compute as live_migration_compute
+from nova_cyborg.flows.live_migration import reset as lm_reset
+from nova_cyborg.flows.move import recovery
+from nova_cyborg.flows.move import resize as move
+from nova_cyborg.flows.move import revert as move_revert
+from nova_cyborg.flows.move import revert_recovery
+from nova_cyborg.model import actions
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.steps import arqs as arq_steps
+from nova_cyborg.steps import bound_arqs as compute
+from nova_cyborg.steps import evacuation as evacuate
 
 LOG = logging.getLogger(__name__)
 
@@ -52,7 +54,8 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
         InvalidAttachHandle, CyborgError, FunctionCheckFailed
 
     The build, rebuild (evacuation) and unshelve that call it spawn the
-    guest next: what was read goes to its start check (nova_cyborg.handoff).
+    guest next: what was read goes to its start check
+    (nova_cyborg.model.handoff).
     """
     return compute.get_bound_arqs(virtapi, context, instance, arq_uuids,
                                   hand_off=True)
@@ -116,13 +119,13 @@ def accel_info(context, instance):
     on, rebuild on the same host).
 
     ARQs a failed revert left parked on this host are bound again first
-    (nova_cyborg.recovery.parked_here).
+    (nova_cyborg.flows.move.recovery.parked_here).
 
     :returns: the ARQs bound to the instance on the host it is on now, or
         [] for a server without accelerators.
     """
     recovery.parked_here(context, instance)
-    return move.instance_arqs(context, instance)
+    return arq_steps.instance_arqs(context, instance)
 
 
 # Delete.
@@ -135,7 +138,7 @@ def delete_arqs_of_deleting_instance(context, instance):
     Nothing, and nothing loaded, for a server without a device profile
     or records, as upstream: the instance comes from the API's delete,
     init_host or the reclaim of soft-deleted servers, with its system
-    metadata (:func:`nova_cyborg.bookkeeping.has_accelerators`).
+    metadata (:func:`nova_cyborg.model.bookkeeping.has_accelerators`).
     """
     try:
         needed = (bookkeeping.has_accelerators(instance, load=False) or
@@ -169,17 +172,17 @@ def accelerator_action_at_restart(manager, context, instance):
     are gone completed) and its task state cleared. A server with
     accelerators left in RESIZE_REVERTING on this, the destination, host
     has its revert cast again to this host, where upstream leaves it stuck
-    (:mod:`nova_cyborg.revert_recovery`). Nothing for any other server.
-    Never raises.
+    (:mod:`nova_cyborg.flows.move.revert_recovery`). Nothing for any other
+    server. Never raises.
 
     :param manager: the ComputeManager (its report client, host and
         compute RPC API).
     """
-    if instance.task_state in rpc.TASK_STATES.values():
+    if instance.task_state in actions.TASK_STATES.values():
         # Should the settling fail now (the conductor away), the periodic
-        # task looks again (nova_cyborg.stuck_actions).
+        # task looks again (nova_cyborg.flows.attach.stuck_actions).
         stuck_actions.announce(manager)
-    recovery.accelerator_action_interrupted(manager, context, instance)
+    attach_recovery.accelerator_action_interrupted(manager, context, instance)
     revert_recovery.resize_reverting(manager, context, instance)
 
 
@@ -198,7 +201,7 @@ def settle_stuck_accelerator_actions(manager, context):
     a periodic task (patch 0022), every ``[nova_cyborg]
     stuck_accelerator_action_interval`` seconds. Queries nothing unless
     an action was announced on this host
-    (:func:`nova_cyborg.stuck_actions.announce`).
+    (:func:`nova_cyborg.flows.attach.stuck_actions.announce`).
 
     A server of this host left in the task state of addAccelerator or
     removeAccelerator for longer than ``[nova_cyborg]
@@ -276,7 +279,7 @@ def revert_at_destination(context, instance, migration, driver=None):
         once, nothing changed, the server still in VERIFY_RESIZE on the
         destination and its migration ``finished``, so that the revert can
         be asked for again
-        (:func:`nova_cyborg.move_revert.revert_at_destination`).
+        (:func:`nova_cyborg.flows.move.revert.revert_at_destination`).
         True otherwise, and for a server without accelerators.
     """
     return move_revert.revert_at_destination(context, instance, migration,
@@ -333,7 +336,7 @@ def live_migration_reset(manager, context, instance, migration):
     aborted and set to 'error'. If the guest still runs here, the server
     gets its allocation on this host back and the destination's ARQs go;
     if it left, the destination's ARQs and allocation stay and the server
-    goes to ERROR with a fault (:mod:`nova_cyborg.live_migration_reset`).
+    goes to ERROR with a fault (:mod:`nova_cyborg.flows.live_migration.reset`).
     Never raises; nothing for a server without accelerators.
 
     :param migration: the migration upstream found running, or None.

@@ -1,12 +1,12 @@
 """Hooks of ``nova.compute.utils`` (patch 0011).
 
 Separate from :mod:`nova_cyborg.hooks.compute`: ``nova.compute.utils`` is
-imported by the modules that hook imports (nova_cyborg.rpc uses its
-decorators), so this one imports the ARQ cleanup only.
+imported by the modules that hook imports (nova_cyborg.clients.compute_rpc uses
+its decorators), so this one imports the ARQ cleanup only.
 """
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import cleanup
+from nova_cyborg.flows.cleanup import delete as cleanup
+from nova_cyborg.model import bookkeeping
 
 
 def delete_arqs_if_needed(context, instance, arq_uuids=None):
@@ -20,7 +20,7 @@ def delete_arqs_if_needed(context, instance, arq_uuids=None):
     Nothing, and nothing loaded, for a server without a device profile,
     without records and without ``arq_uuids``, as upstream: every caller
     has the instance the API made or loaded, with its system metadata
-    (:func:`nova_cyborg.bookkeeping.has_accelerators`).
+    (:func:`nova_cyborg.model.bookkeeping.has_accelerators`).
 
     :param instance: the nova.objects.Instance.
     :param arq_uuids: ARQs not bound to the instance yet, to delete too.

@@ -7,13 +7,13 @@ import functools
 
 from nova.compute import vm_states
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import capability
-from nova_cyborg import conductor
-from nova_cyborg import early_arqs
 from nova_cyborg import exception
-from nova_cyborg import live_migration
-from nova_cyborg import move
+from nova_cyborg.flows.boot import conductor
+from nova_cyborg.flows.boot import early_arqs
+from nova_cyborg.flows.live_migration import conductor as live_migration
+from nova_cyborg.flows.move import resize as move
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import capability
 
 
 def create_and_bind_arqs(context, instance, hostname, request_spec,
@@ -62,9 +62,9 @@ def arqs_while_scheduling(schedule_and_build_instances):
 
     Before the method asks the scheduler for hosts, the ARQs of each new
     server whose flavor names a device profile start being created
-    (nova_cyborg.early_arqs); :func:`create_and_bind_arqs` takes them once
-    the host is known. Those not taken and the binds not joined when the
-    method ends (no host, the server deleted meanwhile, another failure)
+    (nova_cyborg.flows.boot.early_arqs); :func:`create_and_bind_arqs` takes
+    them once the host is known. Those not taken and the binds not joined when
+    the method ends (no host, the server deleted meanwhile, another failure)
     are deleted. Servers without accelerators start nothing.
     """
     @functools.wraps(schedule_and_build_instances)
@@ -95,8 +95,8 @@ def rebuild_goes_to_cyborg(instance):
 
     :returns: whether the server has accelerators: a device profile in its
         flavor, or accelerators attached with addAccelerator, which an
-        evacuation takes along (nova_cyborg.evacuate). False for any other
-        server, as upstream.
+        evacuation takes along (nova_cyborg.steps.evacuation). False for any
+        other server, as upstream.
     """
     return bookkeeping.has_accelerators(instance)
 
@@ -165,8 +165,8 @@ def build_arqs_failed(manager, context, instance, exc, request_spec):
     :param manager: the ComputeTaskManager.
     :param context: a context targeted at the instance's cell.
 
-    The ARQs an early bind (nova_cyborg.early_arqs) could not delete are
-    recorded here, in the instance's cell, so that its delete deletes
+    The ARQs an early bind (nova_cyborg.flows.boot.early_arqs) could not delete
+    are recorded here, in the instance's cell, so that its delete deletes
     them: the bind's worker thread saves nothing.
     """
     if isinstance(exc, exception.AcceleratorRequestBindingFailed):

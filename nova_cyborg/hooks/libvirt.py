@@ -5,13 +5,13 @@ of ARQ dicts the compute manager passes to the driver, or, on the paths
 where upstream rebuilds the guest without it (rescue, suspend and resume,
 host reboot, the end of a resize and of its revert), what
 :func:`accel_info` reads through the project's Cyborg service
-(nova_cyborg.move). nova_cyborg.virt.libvirt, which builds the devices,
-validates that data and never calls Cyborg.
+(nova_cyborg.flows.move.resize). nova_cyborg.virt.libvirt, which builds the
+devices, validates that data and never calls Cyborg.
 """
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import live_migration_compute
-from nova_cyborg import move
+from nova_cyborg.flows.live_migration import compute as live_migration_compute
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.steps import arqs as arq_steps
 from nova_cyborg.virt import guard
 from nova_cyborg.virt import hotplug
 from nova_cyborg.virt import libvirt as nc_libvirt
@@ -28,7 +28,7 @@ def accel_info(context, instance):
     :returns: the ARQ dicts bound to the instance on the host it is on
         now, or [] for a server without accelerators.
     """
-    return move.instance_arqs(context, instance)
+    return arq_steps.instance_arqs(context, instance)
 
 
 def guest_xml(driver, context, instance, xml):

@@ -3,7 +3,7 @@ heal_allocations`` heals the accelerators' allocations too (upstream
 refuses a server with a device profile, bug 1939020).
 """
 
-from nova_cyborg import heal
+from nova_cyborg.flows import heal
 
 
 def accelerator_allocations(context, instance):

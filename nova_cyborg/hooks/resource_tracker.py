@@ -4,7 +4,7 @@ Separate from :mod:`nova_cyborg.hooks.compute`: the resource tracker is
 imported by ``nova.compute.manager`` and needs only the trait.
 """
 
-from nova_cyborg import capability
+from nova_cyborg.model import capability
 
 
 def report_traits(traits):
@@ -13,7 +13,7 @@ def report_traits(traits):
 
     Adds the traits saying which nova-cyborg capability versions this
     compute serves (``CUSTOM_NOVA_CYBORG_1_0``, ``CUSTOM_NOVA_CYBORG_1_1``:
-    ``nova_cyborg.capability.VERSIONS``); a patched and an unpatched
+    ``nova_cyborg.model.capability.VERSIONS``); a patched and an unpatched
     nova-compute report the same service version. Only when the virt
     driver supports accelerators (``COMPUTE_ACCELERATORS``, which the
     resource tracker set from its capabilities just before): an ironic

@@ -4,9 +4,9 @@
 
 import nova.conf
 
-from nova_cyborg import capability
 from nova_cyborg import compat
-from nova_cyborg import scheduler
+from nova_cyborg.flows import scheduling as scheduler
+from nova_cyborg.model import capability
 
 CONF = nova.conf.CONF
 
@@ -51,6 +51,6 @@ def no_valid_host(spec_obj, exc):
     NoValidHost (no allocation candidate, not enough hosts after the
     filters): the exception to raise. ``exc`` itself (upstream's) for a
     request without a nova-cyborg capability trait
-    (:func:`nova_cyborg.scheduler.no_valid_host`).
+    (:func:`nova_cyborg.flows.scheduling.no_valid_host`).
     """
     return scheduler.no_valid_host(spec_obj, exc)

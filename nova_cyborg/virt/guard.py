@@ -41,13 +41,13 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import client as nc_client
+from nova_cyborg.clients import cyborg as nc_client
 from nova_cyborg import conf
 from nova_cyborg import exception
-from nova_cyborg import handoff
 from nova_cyborg.i18n import _
-from nova_cyborg.objects import accelerator_request as arq_obj
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import handoff
+from nova_cyborg.model.objects import accelerator_request as arq_obj
 from nova_cyborg.virt import domain_devices as dd
 from nova_cyborg.virt import libvirt as nc_libvirt
 
@@ -87,7 +87,7 @@ def _bound_here(context, driver, instance):
     """The validated ARQs of the instance Bound to this host: those the
     compute manager read for this request when it waited for their
     binding (a build, rebuild, evacuation or unshelve:
-    nova_cyborg.handoff), else read now."""
+    nova_cyborg.model.handoff), else read now."""
     if not bookkeeping.has_accelerators(instance):
         return []
     arqs = handoff.take(context, instance.uuid)

@@ -1,8 +1,8 @@
 """The libvirt driver's side of ``addAccelerator`` and
 ``removeAccelerator``.
 
-nova-compute (:mod:`nova_cyborg.attach`) decides what a server gets and
-asks the virt driver, through two methods the series adds to Nova's
+nova-compute (:mod:`nova_cyborg.flows.attach.compute`) decides what a server
+gets and asks the virt driver, through two methods the series adds to Nova's
 ``ComputeDriver`` interface (patch 0024: ``attach_accelerators`` and
 ``detach_accelerators``, ``NotImplementedError`` by default), to give the
 guest the devices. ``LibvirtDriver`` answers with this module:

@@ -13,8 +13,8 @@ nova_cyborg.hooks.libvirt, where upstream reads ``accel_info`` itself:
   :func:`attach_pci_hostdevs`.
 
 This module only takes data: the ARQs are read from Cyborg by the hook
-(nova_cyborg.hooks.libvirt.accel_info, through nova_cyborg.move), never
-here.
+(nova_cyborg.hooks.libvirt.accel_info, through nova_cyborg.flows.move.resize),
+never here.
 
 Each function validates the whole of ``accel_info`` before it acts, so an ARQ
 with a hostile or unsupported attach handle fails the operation with
@@ -29,10 +29,10 @@ from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import guest as libvirt_guest
 from nova.virt.libvirt import utils as libvirt_utils
 
-from nova_cyborg import attach_handle
 from nova_cyborg import compat
 from nova_cyborg import exception
-from nova_cyborg.objects import accelerator_request as arq_obj
+from nova_cyborg.model import attach_handle
+from nova_cyborg.model.objects import accelerator_request as arq_obj
 from nova_cyborg.virt import domain_devices
 
 LOG = logging.getLogger(__name__)

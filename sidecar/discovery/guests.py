@@ -47,7 +47,7 @@ LOG = logging.getLogger(__name__)
 FILE = 'guests.json'
 SHARED = 'shared'
 NO_ARQ = 'no_arq'
-#: ``nova_cyborg.bookkeeping.ALIAS_NAMESPACE``: a server's ARQs may be
+#: ``nova_cyborg.model.bookkeeping.ALIAS_NAMESPACE``: a server's ARQs may be
 #: bound under ``uuid5(ALIAS_NAMESPACE, server uuid)`` (a live migration's
 #: destination). The sidecar does not import nova_cyborg.
 ALIAS_NAMESPACE = uuid.UUID('0b5c9e52-6f4e-5d0a-8a43-9d2f6c1e7b31')

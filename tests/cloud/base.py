@@ -22,7 +22,7 @@ from localcloud import configs
 from localcloud import identity
 from localcloud import layout as layout_mod
 from localcloud import procs
-from nova_cyborg import bookkeeping
+from nova_cyborg.model import bookkeeping
 from tests.cloud import churn
 from tests import waiting
 

@@ -22,7 +22,7 @@ import os
 import time
 from xml.etree import ElementTree
 
-from nova_cyborg import bookkeeping
+from nova_cyborg.model import bookkeeping
 
 #: The fixed seed of CI's run; ``NOVA_CYBORG_CHURN_SEED`` replaces it.
 DEFAULT_SEED = 26
@@ -212,7 +212,7 @@ def arq_device(arq):
     """The device an ARQ's attach handle names (as :func:`pci`, or
     :func:`mdev`). A vGPU 17 VF typed at bind has an MDEV handle whose
     ``attach_handle_info`` is the VF's PCI address, marked
-    ``vgpu_framework: vendor-vfio`` (nova_cyborg.objects.
+    ``vgpu_framework: vendor-vfio`` (nova_cyborg.model.objects.
     accelerator_request): the guest gets the VF."""
     info = arq.get('attach_handle_info') or {}
     if (arq.get('attach_handle_type') == 'MDEV' and

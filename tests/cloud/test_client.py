@@ -29,7 +29,7 @@ class ClientAttachTest(base.CloudTestCase):
     def _offered_profile(self):
         """A device profile the admin offers the owner's project with a
         private flavor (addAccelerator adds only a profile a flavor the
-        project can use names; nova_cyborg.attach_api.check_offered)."""
+        project can use names; nova_cyborg.flows.attach.api.check_offered)."""
         profile = self._profile()
         flavor = self.admin.compute.create_flavor(
             name=base._name('flavor'), ram=512, vcpus=1, disk=1,

@@ -255,7 +255,7 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             ('%s%s\n' % (extra, function_id)).encode(),
             {'accel:function_id': function_id})
         # nova-compute reads the bitstream's function through Nova's image
-        # API (nova_cyborg.function_check), which Nova's functional base
+        # API (nova_cyborg.steps.function_check), which Nova's functional base
         # serves from its in-memory GlanceFixture: the same record there.
         from nova.image import glance as nova_glance
         nova_glance.get_default_image_service().create(None, {

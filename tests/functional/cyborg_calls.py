@@ -2,16 +2,16 @@
 
 Every request of nova-cyborg's (nova-api, the conductor, nova-compute: one
 process in the functional tests) goes through
-``nova_cyborg.cyborg_http.CyborgHTTPClient._call``, once per HTTP request
-Cyborg receives (keystoneauth's retries aside, which a healthy Cyborg never
-causes); the harness's own reads of Cyborg (``self.cyborg``) do not.
+``nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call``, once per HTTP
+request Cyborg receives (keystoneauth's retries aside, which a healthy Cyborg
+never causes); the harness's own reads of Cyborg (``self.cyborg``) do not.
 """
 
 import threading
 
 import fixtures
 
-from nova_cyborg import cyborg_http
+from nova_cyborg.clients import cyborg_http
 from tests.functional.harness import waits
 
 
@@ -35,7 +35,7 @@ class CyborgCalls(fixtures.Fixture):
                     (method.upper(), url, tuple(sorted(params.items()))))
             return real(client, op, method, url, *args, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', call))
+            'nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call', call))
 
     def take(self):
         with self._lock:

@@ -24,7 +24,7 @@ from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
-from nova_cyborg import bookkeeping  # noqa: E402
+from nova_cyborg.model import bookkeeping  # noqa: E402
 from tests.functional import attach_base  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 

@@ -15,7 +15,7 @@ import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional import base  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
@@ -251,7 +251,7 @@ class AttachTest(attach_base.AttachTestBase):
     def test_bind_failure_puts_everything_back(self):
         server = self.boot(self.plain)
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs',
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs',
             side_effect=nc_exception.CyborgError(
                 op='bind', msg='injected: HTTP 503', status=503)))
         self.act(server, 'addAccelerator', self.dp)
@@ -283,7 +283,7 @@ class AttachTest(attach_base.AttachTestBase):
                     op='bind', msg='injected', status=503)
             return real(cyclient, bindings)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         self.act(server, 'addAccelerator', self.dp)
         self.event(server, 'addAccelerator', 'Error')
         self._start_server(server)

@@ -3,9 +3,9 @@
 nova-api looks the server up (``compute_api.get``), which targets its
 context at the server's cell (``set_target_cell``: the cell's database and
 message queue, ``context.mq_connection``). nova-cyborg's RPC client comes
-from Nova's ``rpc.ClientRouter`` (:mod:`nova_cyborg.rpc`), so its one
-message, the cast (nova-api makes no call to the compute), is sent on that
-queue, where the server's compute listens in a deployment whose cells have
+from Nova's ``rpc.ClientRouter`` (:mod:`nova_cyborg.clients.compute_rpc`), so
+its one message, the cast (nova-api makes no call to the compute), is sent on
+that queue, where the server's compute listens in a deployment whose cells have
 queues of their own.
 
 Nova's RPC fixture folds every cell's queue into one in-memory bus, so the
@@ -21,7 +21,7 @@ from tests.functional import attach_base  # noqa: I100
 import fixtures  # noqa: E402
 from nova import rpc as nova_rpc  # noqa: E402
 
-from nova_cyborg import rpc  # noqa: E402
+from nova_cyborg.clients import compute_rpc as rpc  # noqa: E402
 
 
 class CellQueueTest(attach_base.AttachTestBase):
@@ -36,8 +36,8 @@ class CellQueueTest(attach_base.AttachTestBase):
             sent.append((context.mq_connection, prepared.transport,
                          prepared.target.server))
             return prepared
-        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.rpc._client',
-                                             client))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.clients.compute_rpc._client', client))
         self.api.post_server_action(
             server['id'], {'addAccelerator': {'device_profile': self.dp}})
         self._wait_for_instance_action_event(

@@ -18,9 +18,9 @@ import fixtures  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
 
-from nova_cyborg import cyborg_http  # noqa: E402
+from nova_cyborg.steps import arqs as arq_steps
+from nova_cyborg.clients import cyborg_http  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
-from nova_cyborg import move  # noqa: E402
 
 
 class CyborgDownDuringColdPlugTest(attach_base.AttachTestBase):
@@ -37,13 +37,14 @@ class CyborgDownDuringColdPlugTest(attach_base.AttachTestBase):
                     status=503)
             return real_call(client, op, method, *args, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', call))
-        real_park = move.park
+            'nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call', call))
+        real_park = arq_steps.park
 
         def park(*args, **kwargs):
             real_park(*args, **kwargs)
             self.cyborg_down = True
-        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.move.park', park))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.steps.arqs.park', park))
 
     def resources(self, server):
         return {rp: alloc['resources'] for rp, alloc in

@@ -19,7 +19,7 @@ action holds its task state and the transition that ends it.
 # Nova picks its threading mode when the base is imported: first.
 from tests.functional import attach_base  # noqa: I100
 
-from nova_cyborg import rpc  # noqa: E402
+from nova_cyborg.model import actions
 
 
 class AttachNotificationsTest(attach_base.AttachTestBase):
@@ -57,10 +57,11 @@ class AttachNotificationsTest(attach_base.AttachTestBase):
         # The compute's clearing save notifies before the action's event
         # is recorded as a success.
         transitions = self.task_transitions(server)
-        self.assertIn((rpc.ADDING, rpc.ADDING), transitions)
-        self.assertIn((rpc.REMOVING, rpc.REMOVING), transitions)
-        self.assertEqual([(rpc.ADDING, None), (rpc.REMOVING, None)],
+        self.assertIn((actions.ADDING, actions.ADDING), transitions)
+        self.assertIn((actions.REMOVING, actions.REMOVING), transitions)
+        self.assertEqual([(actions.ADDING, None), (actions.REMOVING, None)],
                          [t for t in transitions if t[0] != t[1]])
         # In order: every update of the attach before the detach's.
         self.assertEqual(
-            sorted(transitions, key=lambda t: rpc.REMOVING in t), transitions)
+            sorted(transitions, key=lambda t: actions.REMOVING in t),
+            transitions)

@@ -11,7 +11,7 @@ import json
 import fixtures
 from nova.tests.functional.api import client as api_client
 
-from nova_cyborg import client as nc_client
+from nova_cyborg.clients import cyborg as nc_client
 from nova_cyborg import exception as nc_exception
 from tests.functional import base
 
@@ -168,7 +168,7 @@ class MultiCreateTest(base.AcceleratorTestBase):
                     arqs=list(bindings), msg='injected: HTTP 503')
             return real(cyclient, bindings)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         body = self._build_server(flavor_id=flavor, image_uuid=base.IMAGE,
                                   networks='none')
         body['min_count'] = body['max_count'] = 2

@@ -3,8 +3,8 @@
 nova-conductor creates a new server's ARQs while the scheduler runs, and
 binds them while it records the server (its action, block device
 mappings, cell mapping, build request), joining the bind before it casts
-the build (nova_cyborg.early_arqs). Each test holds one step of Nova's
-until Cyborg shows the ARQs in the state that step must overlap; before
+the build (nova_cyborg.flows.boot.early_arqs). Each test holds one step of
+Nova's until Cyborg shows the ARQs in the state that step must overlap; before
 the change the step came first, so the hold ran out and the boot failed.
 ARQs created for a server that never reaches its bind are deleted.
 """
@@ -17,7 +17,7 @@ from nova.conductor import manager as conductor_manager
 from nova.scheduler import manager as scheduler_manager
 from nova.tests.functional.api import client as api_client
 
-from nova_cyborg import early_arqs
+from nova_cyborg.flows.boot import early_arqs
 from tests.functional import base
 from tests.functional.harness import waits
 

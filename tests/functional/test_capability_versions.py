@@ -1,7 +1,7 @@
 """Capability versions in a mixed cloud: live migration and added devices.
 
 A compute patched by nova-cyborg reports one trait per version it serves
-(``nova_cyborg.capability.VERSIONS``): ``CUSTOM_NOVA_CYBORG_1_0`` for the
+(``nova_cyborg.model.capability.VERSIONS``): ``CUSTOM_NOVA_CYBORG_1_0`` for the
 moves of a server with accelerators, ``CUSTOM_NOVA_CYBORG_1_1`` for its
 live migration too. Here a host stands for an older or an unpatched
 compute by not reporting some of them (its resource tracker leaves them

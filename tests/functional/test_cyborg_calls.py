@@ -4,12 +4,12 @@ Upstream Nova asks Cyborg 4 times for a boot (the profile at the API, the
 ARQs' creation and bind at the conductor, their read at the compute) and
 once for a delete. nova-cyborg reads nothing twice in one service: the
 ARQs nova-compute read when it waited for their binding go to the guest's
-start check (nova_cyborg.handoff), and a delete asks under the alias of a
+start check (nova_cyborg.model.handoff), and a delete asks under the alias of a
 server only when its system metadata shows a live migration's traces
-(nova_cyborg.bookkeeping.holders).
+(nova_cyborg.model.bookkeeping.holders).
 
 nova-compute's check that the card holds the FPGA function a profile's
-group asks for (nova_cyborg.function_check) reads no profile on a first
+group asks for (nova_cyborg.steps.function_check) reads no profile on a first
 build: nova-api records each group's ask on the server from the profile it
 read (patch 0027).
 """

@@ -7,11 +7,11 @@ owner's delete then takes nova-api's path for a server that never reached
 a host, which freed the allocation only: the attach handle stayed in use,
 Placement offered the device again, and the next boot there failed
 ("AttachHandle not found"). Patch 0012 routes that path to
-nova_cyborg.cleanup.delete_arqs_before_host.
+nova_cyborg.flows.cleanup.delete.delete_arqs_before_host.
 
 A conductor killed while the scheduler runs, before any bind, leaves the
-ARQs it created early (nova_cyborg.early_arqs) unbound, with nothing in
-Cyborg naming the server; they are recorded in the server's build
+ARQs it created early (nova_cyborg.flows.boot.early_arqs) unbound, with nothing
+in Cyborg naming the server; they are recorded in the server's build
 request, and deleting the server deletes them with it.
 """
 
@@ -27,7 +27,7 @@ from nova import exception as nova_exception  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
 
-from nova_cyborg import early_arqs  # noqa: E402
+from nova_cyborg.model import bookkeeping
 
 from tests.functional.harness import waits  # noqa: E402
 
@@ -89,8 +89,8 @@ class DeleteBeforeHostTest(base.AcceleratorTestBase):
 
     def recorded(self, server_id):
         try:
-            return early_arqs.recorded(objects.BuildRequest.
-                                       get_by_instance_uuid(
+            return bookkeeping.early_arqs(objects.BuildRequest.
+                                          get_by_instance_uuid(
                                            nova_context.get_admin_context(),
                                            server_id))
         except nova_exception.BuildRequestNotFound:
@@ -168,7 +168,7 @@ class DeleteBeforeHostTest(base.AcceleratorTestBase):
         waits.wait_until(lambda: killed.wait(0), 'the conductor killed')
         calls = []
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.get_client',
+            'nova_cyborg.clients.cyborg.get_client',
             lambda *args, **kwargs: calls.append(args)))
         self.owner_api.delete_server(server['id'])
         waits.wait_until(lambda: self.gone(self.owner_api, server['id']),

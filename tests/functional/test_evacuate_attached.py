@@ -17,7 +17,7 @@ from tests.functional import attach_base  # noqa: I100
 
 from nova.tests.functional.api import client  # noqa: E402
 
-from nova_cyborg import evacuate  # noqa: E402
+from nova_cyborg.steps import evacuation as evacuate  # noqa: E402
 
 
 class EvacuateAttachedTest(attach_base.AttachTestBase):

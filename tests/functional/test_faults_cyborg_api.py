@@ -73,9 +73,9 @@ from nova import context as nova_context  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
 import requests  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
-from nova_cyborg import cyborg_http  # noqa: E402
-from nova_cyborg import sweep  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg_http  # noqa: E402
+from nova_cyborg.flows.cleanup import sweep  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 
@@ -268,7 +268,7 @@ class Redirect(fixtures.Fixture):
                 if fault.cyborg:
                     fault.cyborg.call_ended()
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', _call))
+            'nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call', _call))
 
 
 class BindOrder(fixtures.Fixture):
@@ -329,9 +329,9 @@ class BindOrder(fixtures.Fixture):
 
         self.addCleanup(self._join)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
+            'nova_cyborg.clients.cyborg.CyborgClient.get_arqs_for_instance',
             get_arqs_for_instance))
 
     def _bound(self, instance_uuid):
@@ -353,7 +353,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
                    status_code_retry_delay=0.1, group='cyborg')
         # A new keystoneauth session, with this timeout.
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http._SESSION', None))
+            'nova_cyborg.clients.cyborg_http._SESSION', None))
         self.start_accel_compute('compute1')
         self.dp_name, self.flavor = self.create_profile_flavor(PROFILE)
 
@@ -656,7 +656,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         # The read as the wait starts and its retry; the ARQ was Bound
         # then, so it is not read again after the wait, and the check of
         # the guest's devices before it is defined takes what the wait
-        # read (nova_cyborg.handoff).
+        # read (nova_cyborg.model.handoff).
         self.assertEqual(2, len(cyborg.seen))
 
     def test_get_5xx_once(self):
@@ -664,7 +664,7 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         # The read as the wait starts and its retry; the ARQ was Bound
         # then, so it is not read again after the wait, and the check of
         # the guest's devices before it is defined takes what the wait
-        # read (nova_cyborg.handoff).
+        # read (nova_cyborg.model.handoff).
         self.assertEqual(2, len(cyborg.seen))
 
     # ARQ delete (nova-compute, deleting the server)
@@ -693,11 +693,11 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
     def test_delete_slow_once(self):
         cyborg = self.delete_recovers('slow')
         # The server's ARQs, retried once; not those of its alias: the
-        # server never live-migrated (nova_cyborg.bookkeeping.holders).
+        # server never live-migrated (nova_cyborg.model.bookkeeping.holders).
         self.assertEqual(2, len(cyborg.seen))
 
     def test_delete_5xx_once(self):
         cyborg = self.delete_recovers('5xx')
         # The server's ARQs, retried once; not those of its alias: the
-        # server never live-migrated (nova_cyborg.bookkeeping.holders).
+        # server never live-migrated (nova_cyborg.model.bookkeeping.holders).
         self.assertEqual(2, len(cyborg.seen))

@@ -4,7 +4,7 @@ Cyborg binds the ARQs the conductor asks for (an FPGA programming job
 binds asynchronously) and then sends ``accelerator-request-bound`` to
 Nova's ``POST /os-server-external-events``, one event per ARQ, with status
 ``completed`` (Bound) or ``failed``; nova-compute waits for them for at
-most ``arq_binding_timeout`` seconds (nova_cyborg.compute), ending the
+most ``arq_binding_timeout`` seconds (nova_cyborg.steps.bound_arqs), ending the
 wait early for ARQs that Cyborg resolved before the wait began, and then
 reads every ARQ again: only a Bound ARQ with a valid attach handle gets
 into the guest, whatever the events said. Here Cyborg holds the bind
@@ -60,8 +60,8 @@ from nova.compute import manager as compute_manager  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
-from nova_cyborg import compute as nc_compute  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
+from nova_cyborg.steps import bound_arqs as nc_compute  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional.harness import identity  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
@@ -106,9 +106,9 @@ class HeldBinds(fixtures.Fixture):
             return arqs
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
+            'nova_cyborg.clients.cyborg.CyborgClient.get_arqs_for_instance',
             get_arqs_for_instance))
 
     def wait(self, timeout=waits.DEADLINE):

@@ -74,7 +74,7 @@ import sqlite3  # noqa: E402
 import fixtures  # noqa: E402
 from nova.tests.functional.api import client as api_client  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional import test_faults_events  # noqa: E402
@@ -98,7 +98,7 @@ class BindSpy(fixtures.Fixture):
             self.arqs.extend(sorted(bindings))
             return real(cyclient, bindings)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
 
 
 class HostileHandleBase(test_faults_events.FailedBootChecks,

@@ -76,7 +76,7 @@ Placement conflicts and outages:
   (HTTP 409, capacity); that server fails with "No valid host" holding
   nothing, the other is ACTIVE.
 * the same with two FPGAs of one VF each: the refused claim is tried again
-  with the host's next candidate (nova_cyborg.scheduler.claim), and both
+  with the host's next candidate (nova_cyborg.flows.scheduling.claim), and both
   servers are ACTIVE, one on each FPGA.
 * Placement down while Nova schedules: the boot fails with "No valid
   host", no ARQ was created and nothing is allocated; once Placement is
@@ -115,7 +115,7 @@ from nova.scheduler.client import report  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 from testtools import content  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from tests.functional.harness import broker as broker_mod  # noqa: E402
 from tests.functional.harness import cyborg_fixture  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
@@ -376,7 +376,8 @@ class ComputeKilledTest(ProcessFaultBase):
     def _killed_mid_boot(self):
         self.start_accel_compute('compute1', num_vfs=1)
         _name, self.flavor = self.create_profile_flavor(PROFILE)
-        freeze = self.useFixture(Freeze('nova_cyborg.compute._wait', 2))
+        freeze = self.useFixture(Freeze(
+            'nova_cyborg.steps.bound_arqs._wait', 2))
         server = self.post_server(self.flavor)
         freeze.wait_entered()
         # Killed: it serves nothing more and its build never goes on.
@@ -415,7 +416,8 @@ class ComputeKilledTest(ProcessFaultBase):
         server = self.boot(flavor)
         self.assert_accelerated(server, 1)
         freeze = self.useFixture(Freeze(
-            'nova_cyborg.cleanup.delete_arqs_of_deleting_instance', 1))
+            'nova_cyborg.flows.cleanup.delete.'
+            'delete_arqs_of_deleting_instance', 1))
         self.api.delete_server(server['id'])
         freeze.wait_entered()
         self.kill_compute('compute1')
@@ -910,7 +912,7 @@ class PlacementSchedulingTest(ProcessFaultBase):
             with binding:
                 return real_bind(cyclient, bindings)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         with mock.patch.object(report.SchedulerReportClient,
                                'claim_resources', claim_resources):
             servers = [self.post_server(flavor, name='server-%d' % i)
@@ -938,7 +940,7 @@ class PlacementSchedulingTest(ProcessFaultBase):
 
     def test_concurrent_boots_claim_the_next_candidate(self):
         # Two FPGAs with one VF each: the refused claim is tried again with
-        # the host's next candidate (nova_cyborg.scheduler.claim), the
+        # the host's next candidate (nova_cyborg.flows.scheduling.claim), the
         # other FPGA; both servers are ACTIVE, one on each.
         self.start_accel_compute('compute1', num_pfs=2, num_vfs=2)
         _name, flavor = self.create_profile_flavor(PROFILE)

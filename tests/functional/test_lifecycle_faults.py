@@ -68,8 +68,8 @@ from nova import exception as nova_exception  # noqa: E402
 from nova.image import glance  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
-from nova_cyborg import cyborg_http  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg_http  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
@@ -129,7 +129,7 @@ class CyborgFault(fixtures.Fixture):
                         % (method.upper(), url))
             return real(cyclient, op, method, url, expected, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', _call))
+            'nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call', _call))
 
 
 class LateBinds(fixtures.Fixture):
@@ -143,7 +143,7 @@ class LateBinds(fixtures.Fixture):
         self.held = []
         self._real = nc_client.CyborgClient.bind_arqs
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs',
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs',
             lambda cyclient, bindings: self.held.append(
                 (cyclient, bindings))))
 
@@ -202,7 +202,7 @@ class LifecycleFaultTest(test_lifecycle.ServerWithAcceleratorBase):
                         name)
 
     # Same host: the guest is rebuilt with the ARQs read from Cyborg
-    # (nova_cyborg.move.instance_arqs).
+    # (nova_cyborg.flows.move.resize.instance_arqs).
 
     def _reboot_while_cyborg_cannot_list_arqs(self, reboot_type):
         # Nova reads the ARQs before any reboot (a soft one may fall back

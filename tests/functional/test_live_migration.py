@@ -15,9 +15,9 @@ import fixtures  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 
-from nova_cyborg import aliases  # noqa: E402
-from nova_cyborg import bookkeeping  # noqa: E402
-from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg.model import aliases  # noqa: E402
+from nova_cyborg.model import bookkeeping  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
 from sidecar import privileged  # noqa: E402
 from tests.functional import cyborg_calls  # noqa: E402

@@ -29,7 +29,7 @@ import fixtures  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
 
-from nova_cyborg import bookkeeping  # noqa: E402
+from nova_cyborg.model import bookkeeping  # noqa: E402
 from tests.functional import live_base  # noqa: E402
 from tests.functional import test_live_migration  # noqa: E402
 from tests.functional import test_live_migration_dest_dies  # noqa: E402

@@ -16,9 +16,9 @@ import fixtures  # noqa: E402
 from nova.tests.functional.api import client  # noqa: E402
 from oslo_concurrency import processutils  # noqa: E402
 
-from nova_cyborg import client as nc_client  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from nova_cyborg import exception as nc_exception  # noqa: E402
-from nova_cyborg import move_revert  # noqa: E402
+from nova_cyborg.flows.move import revert as move_revert  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
 
 #: Two groups: each port of a DFL card is a provider of one.
@@ -195,7 +195,7 @@ class MoveTest(TwoHostsBase):
                 return None
             return real(cyclient, bindings)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
 
     def test_bind_failure_on_the_destination_rolls_back(self):
         # Cyborg answers 5xx when the destination's ARQs are bound.
@@ -219,7 +219,7 @@ class MoveTest(TwoHostsBase):
         self._migrate_server(self.server)
         new = self.bound_on('compute2')
         with fixtures.MockPatch(
-                'nova_cyborg.client.CyborgClient.delete_arqs_strictly',
+                'nova_cyborg.clients.cyborg.CyborgClient.delete_arqs_strictly',
                 side_effect=nc_exception.CyborgError(
                     op='delete', msg='injected', status=503)):
             self._confirm_resize(self.server)
@@ -247,7 +247,8 @@ class MoveTest(TwoHostsBase):
         self._migrate_server(self.server)
         new = self.assert_verify_resize('compute2', old)
         with fixtures.MockPatch(
-                'nova_cyborg.client.CyborgClient.get_arqs_for_instance',
+                'nova_cyborg.clients.cyborg.CyborgClient.'
+                'get_arqs_for_instance',
                 side_effect=nc_exception.CyborgError(
                     op='get', msg='injected', status=503)):
             self.api.post_server_action(self.server['id'],
@@ -278,7 +279,7 @@ class MoveTest(TwoHostsBase):
         self._migrate_server(self.server)
         self.assert_verify_resize('compute2', set(old))
         with fixtures.MockPatch(
-                'nova_cyborg.client.CyborgClient.bind_arqs',
+                'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs',
                 side_effect=nc_exception.CyborgError(
                     op='bind', msg='injected: HTTP 503', status=503)):
             self.api.post_server_action(self.server['id'],
@@ -344,7 +345,7 @@ class MoveTest(TwoHostsBase):
                 op='bind', status=503,
                 msg='injected on %s' % ','.join(sorted(hosts)))
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.client.CyborgClient.bind_arqs', bind_arqs))
+            'nova_cyborg.clients.cyborg.CyborgClient.bind_arqs', bind_arqs))
         self.api.post_server_action(self.server['id'], {'migrate': None})
         server = self.wait_idle('ERROR')
         fault = server['fault']['message']
@@ -360,7 +361,7 @@ class MoveTest(TwoHostsBase):
         # rollback must not bind it again (Cyborg would refuse, and the
         # server would go to ERROR).
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.CyborgClient.unbind_arqs',
+            'nova_cyborg.clients.cyborg.CyborgClient.unbind_arqs',
             side_effect=nc_exception.CyborgError(
                 op='unbind', msg='injected: HTTP 503', status=503)))
         self.api.post_server_action(self.server['id'], {'migrate': None})

@@ -1,9 +1,9 @@
 """Cold migration of a server with a vGPU, confirmed and reverted.
 
 A cold migration powers the guest off on the source and unbinds its ARQs
-there (``nova_cyborg.move``) while the source's definition stays until the
-move is confirmed; Cyborg asks the sidecar to remove the unbound vGPU's
-mdev, which only that shut-off definition still names. The cloud admin,
+there (``nova_cyborg.flows.move.resize``) while the source's definition stays
+until the move is confirmed; Cyborg asks the sidecar to remove the unbound
+vGPU's mdev, which only that shut-off definition still names. The cloud admin,
 in a third project, migrates the owner's server; the owner and an
 operator then check where it runs, with which mdev, and that no mdev is
 left behind on either host (:class:`tests.functional.test_live_migration.

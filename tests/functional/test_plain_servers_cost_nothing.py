@@ -10,7 +10,7 @@ runs (nova-api, the conductor, the scheduler, nova-compute):
   stack (the API database and the cells');
 * a lazy load of an instance's field (``obj_load_attr``) asked from
   nova-cyborg's code;
-* a request to Cyborg's API (``nova_cyborg.cyborg_http``);
+* a request to Cyborg's API (``nova_cyborg.clients.cyborg_http``);
 * an RPC message nova-cyborg sends (its own namespace, cast or call).
 
 Each must be zero: for a plain server the series' hunks only call hooks,
@@ -34,7 +34,7 @@ from nova import objects  # noqa: E402
 from sqlalchemy import engine as sa_engine  # noqa: E402
 from sqlalchemy import event as sa_event  # noqa: E402
 
-from nova_cyborg import cyborg_http  # noqa: E402
+from nova_cyborg.clients import cyborg_http  # noqa: E402
 
 _OURS = os.sep + 'nova_cyborg' + os.sep
 #: This module: the recorder's own frames.
@@ -97,7 +97,7 @@ class Recorder(fixtures.Fixture):
             self._note('Cyborg %s %s' % (method.upper(), url), always=True)
             return real_call(client, op, method, url, *args, **kwargs)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http.CyborgHTTPClient._call', call))
+            'nova_cyborg.clients.cyborg_http.CyborgHTTPClient._call', call))
         from oslo_messaging.rpc import client as rpc_client
         for name in ('cast', 'call'):
             real = getattr(rpc_client._BaseCallContext, name)

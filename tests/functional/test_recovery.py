@@ -3,9 +3,9 @@
 The compute is stopped the way a crash stops it: the RPC handler doing the
 work is cut short by an exception no ``except Exception`` of Nova's
 catches, so none of the failure paths (the rollback of the allocation,
-``nova_cyborg.move.undo_swap``) runs; then the service is started again
-(``restart_compute_service``), and upstream's ``_init_instance`` finds the
-server in its transitional task state.
+``nova_cyborg.flows.move.resize.undo_swap``) runs; then the service is started
+again (``restart_compute_service``), and upstream's ``_init_instance`` finds
+the server in its transitional task state.
 
 After the restart, what a user and an operator check: the server's
 status, task state and host; its ARQs in Cyborg (state, host, provider);
@@ -24,11 +24,11 @@ import fixtures  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
 
-from nova_cyborg import allocations as nc_allocations  # noqa: E402
-from nova_cyborg import attach as nc_attach  # noqa: E402
-from nova_cyborg import client as nc_client  # noqa: E402
-from nova_cyborg import compute as nc_compute  # noqa: E402
-from nova_cyborg import rpc as nc_rpc  # noqa: E402
+from nova_cyborg.model import actions
+from nova_cyborg.clients import allocations as nc_allocations  # noqa: E402
+from nova_cyborg.flows.attach import compute as nc_attach  # noqa: E402
+from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
+from nova_cyborg.steps import bound_arqs as nc_compute  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 from tests.functional import test_attach  # noqa: E402
 from tests.functional import test_lifecycle  # noqa: E402
@@ -143,8 +143,8 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
                 return real(*args, **kwargs)
             entered.set()
             raise ComputeDied()
-        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.attach._task',
-                                             task))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.flows.attach.compute._task', task))
         self.useFixture(fixtures.MonkeyPatch(
             '%s.%s.%s' % (module.__module__, module.__qualname__, name)
             if isinstance(module, type) else
@@ -182,7 +182,7 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         waits.wait_until(lambda: self.cyborg.list_arqs(server['id']),
                          'the ARQ bound for the server')
         self.assertEqual(1, self.device_usage())
-        self.assertEqual(nc_rpc.ADDING,
+        self.assertEqual(actions.ADDING,
                          self.api.get_server(server['id'])[
                              'OS-EXT-STS:task_state'])
         self._restart_and_check_plain(server)
@@ -198,7 +198,7 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         # there to account for it, and the action holds the server.
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
         self.assertEqual(1, self.device_usage())
-        self.assertEqual(nc_rpc.ADDING,
+        self.assertEqual(actions.ADDING,
                          self.api.get_server(server['id'])[
                              'OS-EXT-STS:task_state'])
         self._restart_and_check_plain(server)
@@ -218,7 +218,7 @@ class AttachRecoveryTest(base.AcceleratorTestBase):
         # allocation, and the action holds the server.
         self.assertEqual([], self.cyborg.list_arqs(server['id']))
         self.assertEqual(1, self.device_usage())
-        self.assertEqual(nc_rpc.REMOVING,
+        self.assertEqual(actions.REMOVING,
                          self.api.get_server(server['id'])[
                              'OS-EXT-STS:task_state'])
         self._restart_and_check_plain(server)
@@ -229,7 +229,8 @@ class ResizeRevertingRecoveryTest(test_move.TwoHostsBase):
     ``revert_resize``: before it destroyed the guest, or after (before its
     cast to the source). Upstream leaves the server in RESIZE_REVERTING
     for good; the restarted destination does the revert again
-    (:mod:`nova_cyborg.revert_recovery`), and it ends on the source with
+    (:mod:`nova_cyborg.flows.move.revert_recovery`), and it ends on the source
+    with
     the server's own, parked, ARQ Bound again."""
 
     def _die_in_revert(self, target):

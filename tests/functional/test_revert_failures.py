@@ -3,9 +3,9 @@
 ``revert_resize`` on the destination tears down the guest's networks,
 destroys the guest and its volume connections, then casts to the source.
 The destination's ARQs are deleted only on the source, once that is done
-(``nova_cyborg.move_revert.rebind_at_source``): a failure before it (Neutron
-here) leaves the server in ERROR on the destination, as upstream does for
-any server, with its guest running and its devices still its own in
+(``nova_cyborg.flows.move.revert.rebind_at_source``): a failure before it
+(Neutron here) leaves the server in ERROR on the destination, as upstream does
+for any server, with its guest running and its devices still its own in
 Cyborg and Placement. The operator's reset-state and hard reboot then
 rebuild the guest there with the same device.
 """

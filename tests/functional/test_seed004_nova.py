@@ -9,7 +9,7 @@ then, as nova-compute has the Bound ARQ in hand, the card loads function
 B (written to its simulated sysfs as a card reprogrammed by hand reports
 it) and the sidecar reports B in Placement. nova-compute checks the
 card's function trait against the profile before the guest starts
-(nova_cyborg.function_check):
+(nova_cyborg.steps.function_check):
 
 * a second host can program A: the build is rescheduled there, ACTIVE
   with A loaded, nothing left on the first host (no ARQ, no usage, no
@@ -26,7 +26,7 @@ bind on the first host (its ``failed`` event), nova-compute reschedules
 and first frees the host's allocation; Placement answers 500 to that
 ``DELETE /allocations/<server>`` (the MariaDB deadlock seen in a cloud):
 
-* twice: the delete is retried (nova_cyborg.allocations.free) and the
+* twice: the delete is retried (nova_cyborg.clients.allocations.free) and the
   server is rescheduled, ACTIVE on the second host;
 * always: ERROR with a fault that says the allocation was not freed and
   why the host was refused; once Placement works, deleting the server
@@ -124,7 +124,7 @@ class PlacementDeleteFault(fixtures.Fixture):
 class CardChangesAfterBind(fixtures.Fixture):
     """The FPGA of ``host`` loads ``function_id`` by hand once nova-compute
     has its Bound ARQ in hand, before the guest starts (after
-    nova_cyborg.compute.check_bound, before the function check)."""
+    nova_cyborg.steps.bound_arqs.check_bound, before the function check)."""
 
     def __init__(self, test, host, pf, function_id):
         super().__init__()
@@ -133,7 +133,7 @@ class CardChangesAfterBind(fixtures.Fixture):
         self.done = False
 
     def _setUp(self):
-        from nova_cyborg import compute
+        from nova_cyborg.steps import bound_arqs as compute
         real = compute.check_bound
         fixture = self
 
@@ -146,7 +146,7 @@ class CardChangesAfterBind(fixtures.Fixture):
                              fixture.function_id)
             return result
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.compute.check_bound', check_bound))
+            'nova_cyborg.steps.bound_arqs.check_bound', check_bound))
 
 
 class WrongFunctionTest(test_faults_events.FailedBootChecks,

@@ -7,7 +7,7 @@ MessagingTimeout while recording the instance action's event, before the
 work that clears the task state began: the server stayed in
 ``adding_accelerator`` for good, every other action refused. The owner (of
 project A) acts; a cloud admin of project C checks the server, Cyborg and
-Placement (nova_cyborg.stuck_actions).
+Placement (nova_cyborg.flows.attach.stuck_actions).
 """
 
 # Nova picks its threading mode when the base is imported: first.
@@ -19,9 +19,9 @@ from nova.objects import instance_action  # noqa: E402
 from oslo_concurrency import lockutils  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
-from nova_cyborg import rpc  # noqa: E402
-from nova_cyborg import rpc_endpoint  # noqa: E402
-from nova_cyborg import stuck_actions  # noqa: E402
+from nova_cyborg.clients import compute_rpc as rpc  # noqa: E402
+from nova_cyborg.flows.attach import endpoint as rpc_endpoint  # noqa: E402
+from nova_cyborg.flows.attach import stuck_actions  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 
 
@@ -137,7 +137,8 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
                 lost.append(args)
                 return
             return real(*args, **kwargs)
-        self.useFixture(fixtures.MonkeyPatch('nova_cyborg.rpc.cast', cast))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_cyborg.clients.compute_rpc.cast', cast))
         self.compute_sees_its_devices()
         self.owner_acts('addAccelerator', self.dp)
         self.assertEqual('adding_accelerator', self.task_state())
@@ -158,7 +159,7 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         real = rpc.cast
         held = []
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.rpc.cast',
+            'nova_cyborg.clients.compute_rpc.cast',
             lambda *args, **kwargs: held.append((args, kwargs))))
         self.compute_sees_its_devices()
         self.owner_acts('addAccelerator', self.dp)
@@ -207,7 +208,7 @@ class StuckAcceleratorActionTest(attach_base.AttachTestBase):
         # A handler that runs (here waiting for the instance's lock) is not
         # ended by the periodic task, however old its task state.
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.stuck_actions.timeutils.is_older_than',
+            'nova_cyborg.flows.attach.stuck_actions.timeutils.is_older_than',
             return_value=True))
         with lockutils.lock(self.server['id']):
             self.owner_acts('addAccelerator', self.dp)

@@ -10,7 +10,7 @@ from tests.functional import base  # noqa: I100
 
 import fixtures  # noqa: E402
 
-from nova_cyborg import sweep  # noqa: E402
+from nova_cyborg.flows.cleanup import sweep  # noqa: E402
 
 PROFILE = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
@@ -25,7 +25,8 @@ class SweepTest(base.AcceleratorTestBase):
         # The delete does not reach Cyborg (logged, as upstream): the
         # deleted server's ARQ stays Bound.
         with fixtures.MockPatch(
-                'nova_cyborg.cleanup.delete_arqs_of_deleting_instance'):
+                'nova_cyborg.flows.cleanup.delete.'
+                'delete_arqs_of_deleting_instance'):
             self._delete_server(gone)
         (left,) = self.cyborg.list_arqs(gone['id'])
         self.assertEqual('Bound', left['state'])

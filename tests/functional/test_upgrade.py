@@ -3,7 +3,7 @@ with accelerators.
 
 A patched and an unpatched nova-compute report the same Nova service
 version; what tells them apart is the traits a patched compute reports on
-its compute node provider (``nova_cyborg.capability``). Here ``compute2``
+its compute node provider (``nova_cyborg.model.capability``). Here ``compute2``
 runs the patched code but its resource tracker does not report them,
 which is all that Nova's scheduler and API see of an unpatched compute.
 It has more free memory and devices than ``compute1``, so that without the

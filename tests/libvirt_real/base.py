@@ -11,9 +11,9 @@ from nova.virt.libvirt import guest as libvirt_guest
 from oslo_config import fixture as config_fixture
 import testtools
 
-from nova_cyborg import bookkeeping
 from nova_cyborg import conf
-from nova_cyborg import handoff
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import handoff
 from nova_cyborg.virt import domain_devices
 from tests.libvirt_real import fixture
 from tests.unit.objects import test_accelerator_request as arqs

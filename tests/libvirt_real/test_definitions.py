@@ -28,7 +28,7 @@ import libvirt
 from nova.compute import vm_states
 from nova.virt.libvirt import config as vconfig
 
-from nova_cyborg.objects import accelerator_request as arq_obj
+from nova_cyborg.model.objects import accelerator_request as arq_obj
 from nova_cyborg.virt import hotplug
 from nova_cyborg.virt import libvirt as nc_libvirt
 from sidecar.discovery import domains

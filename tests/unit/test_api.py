@@ -8,10 +8,9 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 import requests
 
-from nova_cyborg import api
-from nova_cyborg import bookkeeping
 from nova_cyborg import exception
-from nova_cyborg import move
+from nova_cyborg.flows import server_actions as api
+from nova_cyborg.model import bookkeeping
 from tests.unit import test_client
 
 PROFILES = test_client.PROFILES
@@ -52,7 +51,7 @@ class CheckOperationTest(test.NoDBTestCase):
     def test_attached_accelerator_without_profile(self):
         instance = _instance({})
         instance.system_metadata = {
-            move.ATTACHED_PREFIX + '0': '%s dp-extra' % uuids.a0}
+            bookkeeping.ATTACHED_PREFIX + '0': '%s dp-extra' % uuids.a0}
         for operation in ('rebuild', 'resize', 'shelve'):
             exc = self.assertRaises(exception.OperationRefused,
                                     api.check_operation, operation, instance)
@@ -77,7 +76,7 @@ class CheckNewFlavorTest(test_client.ClientTestBase):
         for word in words:
             self.assertIn(word, exc.format_message())
 
-    @mock.patch('nova_cyborg.client.get_client')
+    @mock.patch('nova_cyborg.clients.cyborg.get_client')
     def test_no_profile_asks_nobody(self, get_client):
         self.assertIsNone(self.check(None))
         get_client.assert_not_called()
@@ -108,7 +107,7 @@ class CheckNewFlavorTest(test_client.ClientTestBase):
         self.requests.get(PROFILES, exc=requests.exceptions.ConnectionError)
         self.assert_refused('could not reach Cyborg')
 
-    @mock.patch('nova_cyborg.client.get_device_profile_request_groups')
+    @mock.patch('nova_cyborg.clients.cyborg.get_device_profile_request_groups')
     def test_cyborg_error_raised_as_such(self, get_groups):
         get_groups.side_effect = exception.CyborgError(op='get',
                                                        msg='HTTP 500')
@@ -154,7 +153,7 @@ class LiveMigrationCheckTest(test_client.ClientTestBase):
             return_value=self.placement))
         # The hosts' capability traits: tests.unit.test_capability.
         self.hosts_checked = self.useFixture(test.fixtures.MockPatch(
-            'nova_cyborg.capability.check_hosts')).mock
+            'nova_cyborg.model.capability.check_hosts')).mock
 
     def check(self, host_name=None, force=False):
         # As the API controller calls it: every argument positional.

@@ -1,4 +1,5 @@
-"""The attach record of nova_cyborg.attach (what recovery rolls back)."""
+"""The attach record of nova_cyborg.flows.attach.compute (what recovery rolls
+back)."""
 
 from unittest import mock
 
@@ -9,9 +10,10 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import attach
-from nova_cyborg import client
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
+from nova_cyborg.flows.attach import compute as attach
+from nova_cyborg.model import bookkeeping
 
 KEY = 'nova_cyborg_attaching'
 
@@ -24,10 +26,11 @@ class _AttachTestBase(test.NoDBTestCase):
         self.cyclient = mock.create_autospec(client.CyborgClient,
                                              instance=True)
         self.cyclient.get_arqs_for_instance.return_value = []
-        self.useFixture(fixtures.MockPatch('nova_cyborg.client.get_client',
-                                           return_value=self.cyclient))
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_device_profile_request_groups',
+            'nova_cyborg.clients.cyborg.get_client',
+            return_value=self.cyclient))
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.clients.cyborg.get_device_profile_request_groups',
             return_value=[mock.Mock(resources={'FPGA': 1})]))
         self.useFixture(fixtures.MockPatch(
             'nova.objects.ComputeNode.get_by_host_and_nodename',
@@ -40,7 +43,7 @@ class _AttachTestBase(test.NoDBTestCase):
             self.instance, 'save', side_effect=lambda **kw: self.saved.append(
                 dict(self.instance.system_metadata))))
         self.add = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.add')).mock
+            'nova_cyborg.clients.allocations.add')).mock
         self.manager = mock.Mock()
 
 
@@ -60,8 +63,8 @@ class AttachingRecordTest(_AttachTestBase):
     def test_record_goes_with_the_attach_recorded(self):
         self.add.return_value = (
             {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
-        self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
-                                           return_value=[]))
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.flows.attach.compute._bind', return_value=[]))
         attach._add(self.manager, self.context, self.instance, 'dp')
         # The stopped guest's definition gets the device: the virt
         # driver's interface is asked, not its internals.
@@ -75,11 +78,11 @@ class AttachingRecordTest(_AttachTestBase):
     def test_a_driver_without_the_methods_fails_the_attach(self):
         self.add.return_value = (
             {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
-        self.useFixture(fixtures.MockPatch('nova_cyborg.attach._bind',
-                                           return_value=[]))
-        self.useFixture(fixtures.MockPatch('nova_cyborg.move.retire'))
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.flows.attach.compute._bind', return_value=[]))
+        self.useFixture(fixtures.MockPatch('nova_cyborg.steps.arqs.retire'))
         remove = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.remove')).mock
+            'nova_cyborg.clients.allocations.remove')).mock
         self.manager.driver.attach_accelerators.side_effect = (
             NotImplementedError())
         exc = self.assertRaises(exception.AcceleratorAttachFailed,
@@ -94,12 +97,12 @@ class AttachingRecordTest(_AttachTestBase):
         self.add.return_value = (
             {uuids.rp: {'resources': {'FPGA': 1}}}, {'g0': [uuids.rp]})
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.attach._bind',
+            'nova_cyborg.flows.attach.compute._bind',
             side_effect=exception.CyborgError(op='create', msg='injected',
                                               status=503)))
         remove = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.remove')).mock
-        self.useFixture(fixtures.MockPatch('nova_cyborg.move.retire'))
+            'nova_cyborg.clients.allocations.remove')).mock
+        self.useFixture(fixtures.MockPatch('nova_cyborg.steps.arqs.retire'))
         self.assertRaises(exception.AcceleratorAttachFailed, attach._add,
                           self.manager, self.context, self.instance, 'dp')
         remove.assert_called_once()
@@ -130,17 +133,16 @@ class CyborgDownDuringColdPlugTest(_AttachTestBase):
         down = exception.CyborgError(op='bind', msg='503', status=503)
 
         def park(context, instance, existing):
-            from nova_cyborg import move
-            move.store(instance, move.PARKED_PREFIX,
-                       ['%s %s host' % (uuids.flavor_arq, uuids.rp_a)])
+            bookkeeping.store(instance, bookkeeping.PARKED_PREFIX,
+                              ['%s %s host' % (uuids.flavor_arq, uuids.rp_a)])
             self.cyclient.get_arqs_for_instance.side_effect = down
             self.cyclient.delete_arqs_strictly.side_effect = down
-        self.useFixture(fixtures.MockPatch('nova_cyborg.move.park',
+        self.useFixture(fixtures.MockPatch('nova_cyborg.steps.arqs.park',
                                            side_effect=park))
-        self.useFixture(fixtures.MockPatch('nova_cyborg.move.bind_and_wait',
-                                           side_effect=down))
+        self.useFixture(fixtures.MockPatch(
+            'nova_cyborg.steps.arqs.bind_and_wait', side_effect=down))
         self.remove = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.remove')).mock
+            'nova_cyborg.clients.allocations.remove')).mock
 
     def test_allocation_put_back_records_cleared_parked_kept(self):
         exc = self.assertRaises(exception.AcceleratorAttachFailed,

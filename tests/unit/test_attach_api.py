@@ -8,11 +8,11 @@ from nova.tests import fixtures as nova_fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 import webob.exc
 
-from nova_cyborg import attach_api
 from nova_cyborg import exception
+from nova_cyborg.flows.attach import api as attach_api
+from nova_cyborg.model import actions
+from nova_cyborg.model import request_groups
 from nova_cyborg import policies
-from nova_cyborg import request_groups
-from nova_cyborg import rpc
 
 
 class RecordableTest(test.NoDBTestCase):
@@ -41,9 +41,9 @@ class RecordableTest(test.NoDBTestCase):
 class UnpluggableTest(test.NoDBTestCase):
 
     def test_pci_may_go_mdev_may_not(self):
-        rpc.refuse_unpluggable([{'attach_handle_type': 'PCI'}])
+        actions.refuse_unpluggable([{'attach_handle_type': 'PCI'}])
         exc = self.assertRaises(exception.OperationRefused,
-                                rpc.refuse_unpluggable,
+                                actions.refuse_unpluggable,
                                 [{'attach_handle_type': 'PCI'},
                                  {'attach_handle_type': 'MDEV'}])
         self.assertIn('A MDEV accelerator cannot be removed from a running '

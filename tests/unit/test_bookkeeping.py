@@ -1,4 +1,4 @@
-"""The owner of a server's ARQs in Cyborg (nova_cyborg.bookkeeping)."""
+"""The owner of a server's ARQs in Cyborg (nova_cyborg.model.bookkeeping)."""
 
 from unittest import mock
 
@@ -6,7 +6,7 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
+from nova_cyborg.model import bookkeeping
 
 
 class OwnerTest(test.NoDBTestCase):

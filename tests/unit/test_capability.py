@@ -13,10 +13,10 @@ from nova.virt import fake
 from nova.virt.ironic import driver as ironic
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import api
-from nova_cyborg import capability
 from nova_cyborg import exception
-from nova_cyborg import move
+from nova_cyborg.flows import server_actions as api
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import capability
 
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
 LIVE = 'CUSTOM_NOVA_CYBORG_1_1'
@@ -82,7 +82,7 @@ class TraitTest(test.NoDBTestCase):
 
     def test_require_for_added_accelerators(self):
         instance = _instance(
-            {}, {move.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
+            {}, {bookkeeping.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
         spec = self._spec()
         self.assertTrue(capability.require_for(spec, instance, 'evacuate'))
         self.assertEqual({TRAIT}, spec.root_required)
@@ -217,7 +217,7 @@ class CheckHostsTest(test.NoDBTestCase):
 
     def test_attached_accelerators_checked(self):
         self.instance = _instance(
-            {}, {move.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
+            {}, {bookkeeping.ATTACHED_PREFIX + '0': uuids.arq + ' dp2'})
         self.traits[uuids.dst_rp] = set()
         self.assert_refused('resize', host_name='dst')
 

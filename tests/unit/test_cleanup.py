@@ -7,9 +7,9 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import cleanup
 from nova_cyborg import exception
+from nova_cyborg.flows.cleanup import delete as cleanup
+from nova_cyborg.model import bookkeeping
 
 
 def _instance(extra_specs):
@@ -18,7 +18,7 @@ def _instance(extra_specs):
                             system_metadata={})
 
 
-@mock.patch('nova_cyborg.client.get_client')
+@mock.patch('nova_cyborg.clients.cyborg.get_client')
 class DeleteArqsOfDeletedInstanceTest(test.NoDBTestCase):
 
     def setUp(self):
@@ -54,7 +54,7 @@ class DeleteArqsOfDeletedInstanceTest(test.NoDBTestCase):
         self.assertTrue(error.called)
 
 
-@mock.patch('nova_cyborg.client.get_client')
+@mock.patch('nova_cyborg.clients.cyborg.get_client')
 class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
     """A Cyborg failure does not fail the user's delete (as upstream)."""
 
@@ -114,7 +114,7 @@ class DeleteArqsOfDeletingInstanceTest(test.NoDBTestCase):
         get_client.assert_not_called()
 
 
-@mock.patch('nova_cyborg.client.get_client')
+@mock.patch('nova_cyborg.clients.cyborg.get_client')
 @mock.patch.object(cleanup, '_booted_with_profile')
 @mock.patch.object(cleanup, '_instance_row')
 class DeleteArqsBeforeHostTest(test.NoDBTestCase):

@@ -8,9 +8,9 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 from requests_mock.contrib import fixture as rm_fixture
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import client
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
+from nova_cyborg.model import bookkeeping
 
 ENDPOINT = 'http://cyborg.test/accelerator/v2'
 ARQS = ENDPOINT + '/accelerator_requests'
@@ -37,7 +37,7 @@ class ClientTestBase(test.NoDBTestCase):
         self.ksa_sleep = self.useFixture(test.fixtures.MockPatch(
             'keystoneauth1.session.time')).mock.sleep
         self.useFixture(test.fixtures.MonkeyPatch(
-            'nova_cyborg.cyborg_http._SESSION', None))
+            'nova_cyborg.clients.cyborg_http._SESSION', None))
         service_auth.reset_globals()
         self.addCleanup(service_auth.reset_globals)
         self.requests = self.useFixture(rm_fixture.Fixture())
@@ -270,7 +270,7 @@ class DeleteTest(ClientTestBase):
                              request.headers['X-Service-Token'])
 
     def test_delete_for_instance_under_the_owners_asked(self):
-        # The caller read the server's holders (nova_cyborg.bookkeeping):
+        # The caller read the server's holders (nova_cyborg.model.bookkeeping):
         # one call for a server that never live-migrated.
         self.requests.delete(ARQS, status_code=204)
         self.client.delete_arqs_for_instance(uuids.inst,
@@ -387,7 +387,7 @@ class ProjectTest(ClientTestBase):
         self.client = client.get_client(self.context)
         self.requests.patch(ARQS, status_code=202)
         self.useFixture(test.fixtures.MonkeyPatch(
-            'nova_cyborg.client._version_header',
+            'nova_cyborg.clients.cyborg._version_header',
             [client.PROJECT_ID_VERSION]))
 
     def test_bind_for_another_project_on_cyborg_16(self):
@@ -529,9 +529,9 @@ class ProjectTest(ClientTestBase):
         self.flags(send_service_user_token=False, auth_type=None,
                    group='service_user')
         self.useFixture(test.fixtures.MonkeyPatch(
-            'nova_cyborg.client_auth._WARNED', False))
+            'nova_cyborg.clients.cyborg_auth._WARNED', False))
         log = self.useFixture(test.fixtures.MockPatch(
-            'nova_cyborg.client_auth.LOG')).mock
+            'nova_cyborg.clients.cyborg_auth.LOG')).mock
         self.requests.get(ARQS, json={'arqs': []})
         self.client.get_arqs_for_instance(uuids.inst)
         self.client.get_arqs_for_instance(uuids.inst)

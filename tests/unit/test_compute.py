@@ -12,11 +12,11 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import allocations
-from nova_cyborg import compute
+from nova_cyborg.clients import allocations
 from nova_cyborg import exception
-from nova_cyborg import function_check
-from nova_cyborg import handoff
+from nova_cyborg.model import handoff
+from nova_cyborg.steps import bound_arqs as compute
+from nova_cyborg.steps import function_check
 from tests.unit import test_client
 
 QUERY = test_client.ARQS + '?instance=' + uuids.inst
@@ -85,8 +85,8 @@ class GetBoundArqsTest(test_client.ClientTestBase):
         self.assertIsNone(handoff.take(self.context, uuids.inst))
 
     def test_nothing_handed_over_unless_asked(self):
-        # A move's wait (nova_cyborg.move): its later steps may change
-        # the ARQs before the guest starts.
+        # A move's wait (nova_cyborg.flows.move.resize): its later steps may
+        # change the ARQs before the guest starts.
         self.addCleanup(handoff._KEPT.clear)
         self.answer([bound(uuids.a0)])
         self.get()

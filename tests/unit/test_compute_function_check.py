@@ -14,9 +14,9 @@ from nova import objects
 from nova.scheduler.client import report
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import allocations
-from nova_cyborg import function_check
-from nova_cyborg import request_groups
+from nova_cyborg.clients import allocations
+from nova_cyborg.model import request_groups
+from nova_cyborg.steps import function_check
 from tests.unit import test_client
 
 F_X = 'a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4'

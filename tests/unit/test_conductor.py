@@ -8,9 +8,9 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import conductor
 from nova_cyborg import exception
+from nova_cyborg.flows.boot import conductor
+from nova_cyborg.model import bookkeeping
 from tests.unit import test_client
 
 ARQS = test_client.ARQS
@@ -35,7 +35,7 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.freed = []
         self.delete_failures = 0
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.FREE_BACKOFF', 0))
+            'nova_cyborg.clients.allocations.FREE_BACKOFF', 0))
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.client.report.report_client_singleton',
             lambda: self))
@@ -107,7 +107,7 @@ class CreateAndBindTest(test_client.ClientTestBase):
     def test_arqs_not_deleted_are_kept_with_the_server(self):
         # Cyborg fails the bind, then the cleanup: the ARQs, no longer
         # reachable by a delete by instance, are remembered for deletion
-        # with the server (nova_cyborg.cleanup).
+        # with the server (nova_cyborg.flows.cleanup.delete).
         self.instance.system_metadata = {}
         self.requests.patch(ARQS, status_code=500)
         self.requests.delete(ARQS, status_code=503)
@@ -145,7 +145,7 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.requests.patch(ARQS, status_code=202)
         self.call()
         # Under its own UUID only: it never live-migrated, nothing is
-        # bound under its alias (nova_cyborg.bookkeeping.holders).
+        # bound under its alias (nova_cyborg.model.bookkeeping.holders).
         self.assertEqual([('DELETE', None), ('POST', None), ('PATCH', None)],
                          self.methods())
         self.assertEqual([uuids.inst],

@@ -1,4 +1,5 @@
-"""ARQs created while the scheduler runs (nova_cyborg.early_arqs and the
+"""ARQs created while the scheduler runs (nova_cyborg.flows.boot.early_arqs and
+the
 hook around ``schedule_and_build_instances``), against recorded HTTP."""
 
 from concurrent import futures
@@ -9,11 +10,12 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import cleanup
-from nova_cyborg import conductor
-from nova_cyborg import early_arqs
 from nova_cyborg import exception
+from nova_cyborg.flows.boot import conductor
+from nova_cyborg.flows.boot import early_arqs
+from nova_cyborg.flows.cleanup import delete as cleanup
 from nova_cyborg.hooks import conductor as hooks
+from nova_cyborg.model import bookkeeping
 from tests.unit import test_client
 from tests.unit import test_conductor
 
@@ -278,7 +280,7 @@ class RecordTest(test_client.ClientTestBase):
         self.get.assert_called_once_with(self.context, uuids.inst)
         self.save.assert_called_once_with()
         self.assertEqual([uuids.a0, uuids.a1],
-                         early_arqs.recorded(self.build_request))
+                         bookkeeping.early_arqs(self.build_request))
 
     def test_build_request_gone_records_nothing(self):
         self.get.side_effect = nova_exception.BuildRequestNotFound(

@@ -9,12 +9,12 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import client
-from nova_cyborg import evacuate
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
-from nova_cyborg import move
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.steps import evacuation as evacuate
 
-ATTACHED = move.ATTACHED_PREFIX
+ATTACHED = bookkeeping.ATTACHED_PREFIX
 ALLOC = 'nova_cyborg_attached_alloc_'
 
 
@@ -26,7 +26,7 @@ class DropAttachedTest(test.NoDBTestCase):
         self.cyclient = mock.create_autospec(client.CyborgClient,
                                              instance=True)
         self.get_client = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_client',
+            'nova_cyborg.clients.cyborg.get_client',
             return_value=self.cyclient)).mock
         self.start = self.useFixture(fixtures.MockPatch(
             'nova.objects.InstanceActionEvent.event_start')).mock
@@ -62,8 +62,9 @@ class DropAttachedTest(test.NoDBTestCase):
             exception.CyborgError(op='delete', msg='down', status=503))
         evacuate.drop_attached(self.context, self.instance)
         self.assertEqual([uuids.a0, uuids.a1],
-                         move.entries(self.instance, move.RETIRED_PREFIX))
-        self.assertEqual([], move.entries(self.instance, ATTACHED))
+                         bookkeeping.entries(self.instance,
+                                             bookkeeping.RETIRED_PREFIX))
+        self.assertEqual([], bookkeeping.entries(self.instance, ATTACHED))
         self.assertTrue(self.finish.called)
 
     def test_what_was_carried_over_stays(self):
@@ -110,11 +111,11 @@ class AttachedBindingsTest(test.NoDBTestCase):
             {'uuid': getattr(uuids, 'new-' + dp)}]
         self.cyclient.get_arq_device_rp_uuid.return_value = uuids.new_rp
         self.add = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.add')).mock
+            'nova_cyborg.clients.allocations.add')).mock
         self.add.return_value = (
             {uuids.new_rp: {'resources': {'FPGA': 1}}}, {'g': [uuids.new_rp]})
         self.groups = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_device_profile_request_groups')
+            'nova_cyborg.clients.cyborg.get_device_profile_request_groups')
         ).mock
         self.useFixture(fixtures.MockPatch(
             'nova.scheduler.client.report.report_client_singleton'))
@@ -155,10 +156,10 @@ class AttachedBindingsTest(test.NoDBTestCase):
                          [c[0][4] for c in self.add.call_args_list])
         self.assertEqual(['%s dp-a' % getattr(uuids, 'new-dp-a'),
                           '%s dp-b' % getattr(uuids, 'new-dp-b')],
-                         move.entries(self.instance, ATTACHED))
+                         bookkeeping.entries(self.instance, ATTACHED))
         self.assertEqual(['dp-a %s FPGA 1' % uuids.new_rp,
                           'dp-b %s FPGA 1' % uuids.new_rp],
-                         move.entries(self.instance, ALLOC))
+                         bookkeeping.entries(self.instance, ALLOC))
         self.save.assert_called_once_with()
         self.start.assert_not_called()
 
@@ -169,9 +170,9 @@ class AttachedBindingsTest(test.NoDBTestCase):
         bindings = self.call()
         self.assertEqual([getattr(uuids, 'new-dp-b')], list(bindings))
         self.assertEqual(['%s dp-b' % getattr(uuids, 'new-dp-b')],
-                         move.entries(self.instance, ATTACHED))
+                         bookkeeping.entries(self.instance, ATTACHED))
         self.assertEqual(['dp-b %s FPGA 1' % uuids.new_rp],
-                         move.entries(self.instance, ALLOC))
+                         bookkeeping.entries(self.instance, ALLOC))
         message = self.finish.call_args[1]['exc_val']
         self.assertIn('dp-a (', message)
         self.assertIn('no free device', message)

@@ -2,7 +2,7 @@ from unittest import mock
 
 import testtools
 
-from nova_cyborg import fpga_function
+from nova_cyborg.model import fpga_function
 
 F = '5c937fbf0d5b4b7a8a1a2b3c4d5e6f70'
 TRAIT = 'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + F.upper()

@@ -1,4 +1,5 @@
-"""ARQs handed from one step of a request to the next (nova_cyborg.handoff).
+"""ARQs handed from one step of a request to the next
+(nova_cyborg.model.handoff).
 """
 
 from unittest import mock
@@ -7,7 +8,7 @@ from nova import context as nova_context
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import handoff
+from nova_cyborg.model import handoff
 
 
 class HandoffTest(test.NoDBTestCase):

@@ -15,9 +15,9 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg.cmd import _unidiff
-from nova_cyborg.cmd import patch as patch_tool
-from nova_cyborg import heal
+from nova_cyborg.flows import heal
+from nova_cyborg_patch import cli as patch_tool
+from nova_cyborg_patch import unidiff as _unidiff
 from tests.unit import test_client
 
 QUERY = test_client.ARQS + '?instance=' + uuids.inst

@@ -59,7 +59,7 @@ class RebuildArqsFailedTest(testtools.TestCase):
 
 class HealAllocationsTest(testtools.TestCase):
 
-    @mock.patch('nova_cyborg.heal.missing_allocations')
+    @mock.patch('nova_cyborg.flows.heal.missing_allocations')
     def test_missing_part_merged(self, missing):
         missing.return_value = {'rp': {'resources': {'FPGA': 1}}}
         command = mock.Mock()
@@ -71,7 +71,7 @@ class HealAllocationsTest(testtools.TestCase):
         self.assertEqual(command._merge_allocations.return_value,
                          allocations['allocations'])
 
-    @mock.patch('nova_cyborg.heal.missing_allocations', return_value={})
+    @mock.patch('nova_cyborg.flows.heal.missing_allocations', return_value={})
     def test_nothing_missing_changes_nothing(self, missing):
         command = mock.Mock()
         allocations = {'allocations': {'cn': {}}}
@@ -84,7 +84,7 @@ class HealAllocationsTest(testtools.TestCase):
 class AcceleratorsAfterMoveTest(testtools.TestCase):
 
     @mock.patch('nova_cyborg.virt.libvirt.allocate_mdevs')
-    @mock.patch('nova_cyborg.move.instance_arqs')
+    @mock.patch('nova_cyborg.steps.arqs.instance_arqs')
     def test_mdevs_added_once(self, instance_arqs, allocate):
         driver = mock.Mock()
         allocate.return_value = ['m1', 'm2']

@@ -22,7 +22,7 @@ class LocalDeleteHooksTest(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.delete = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.cleanup.delete_arqs_before_host')).mock
+            'nova_cyborg.flows.cleanup.delete.delete_arqs_before_host')).mock
         self.addCleanup(setattr, hooks._decided, 'value', None)
 
     def test_plain_server_costs_nothing(self):

@@ -7,8 +7,8 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
 from nova_cyborg.hooks import compute_utils as hooks
+from nova_cyborg.model import bookkeeping
 
 
 class DeleteArqsIfNeededTest(test.NoDBTestCase):
@@ -20,7 +20,7 @@ class DeleteArqsIfNeededTest(test.NoDBTestCase):
             self.context, uuid=uuids.inst,
             flavor=objects.Flavor(extra_specs={}))
         self.delete = self.useFixture(test.fixtures.MockPatch(
-            'nova_cyborg.cleanup.delete_arqs_if_needed')).mock
+            'nova_cyborg.flows.cleanup.delete.delete_arqs_if_needed')).mock
 
     def test_plain_server_loads_and_deletes_nothing(self):
         with mock.patch.object(objects.Instance, 'obj_load_attr') as load:

@@ -5,12 +5,12 @@ from unittest import mock
 
 import testtools
 
-from nova_cyborg import capability
 from nova_cyborg.hooks import api as api_hooks
 from nova_cyborg.hooks import compute as compute_hooks
 from nova_cyborg.hooks import conductor as conductor_hooks
 from nova_cyborg.hooks import resource_tracker as rt_hooks
 from nova_cyborg.hooks import scheduler as scheduler_hooks
+from nova_cyborg.model import capability
 
 ATTACHED = 'nova_cyborg_attached_arq_0'
 

@@ -10,11 +10,11 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
-from nova_cyborg import client
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
-from nova_cyborg import live_migration as lm
-from nova_cyborg import live_migration_compute as lmc
+from nova_cyborg.flows.live_migration import compute as lmc
+from nova_cyborg.flows.live_migration import conductor as lm
+from nova_cyborg.model import bookkeeping
 
 DP = 'accel:device_profile'
 ALIAS = bookkeeping.alias(uuids.inst)
@@ -55,7 +55,7 @@ class Base(test.NoDBTestCase):
         self.cyclient.get_arqs_for_instance.side_effect = (
             lambda owner, **kw: self.arqs.get(owner, []))
         self.get_client = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_client',
+            'nova_cyborg.clients.cyborg.get_client',
             return_value=self.cyclient)).mock
         self.instance = objects.Instance(
             uuid=uuids.inst, vm_state=vm_states.ACTIVE, project_id='owner',

@@ -8,10 +8,10 @@ from nova import exception as nova_exception
 from nova.virt import hardware
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import bookkeeping
 from nova_cyborg import exception
-from nova_cyborg import live_migration as lm
-from nova_cyborg import live_migration_reset as lmr
+from nova_cyborg.flows.live_migration import conductor as lm
+from nova_cyborg.flows.live_migration import reset as lmr
+from nova_cyborg.model import bookkeeping
 from tests.unit import test_live_migration as base
 
 ALIAS = base.ALIAS

@@ -10,14 +10,16 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import client
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
-from nova_cyborg import move
-from nova_cyborg import move_revert
+from nova_cyborg.flows.move import resize as move
+from nova_cyborg.flows.move import revert as move_revert
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.steps import arqs as arq_steps
 
 DP = 'accel:device_profile'
-PARKED = move.PARKED_PREFIX
-RETIRED = move.RETIRED_PREFIX
+PARKED = bookkeeping.PARKED_PREFIX
+RETIRED = bookkeeping.RETIRED_PREFIX
 
 
 def _flavor(dp_name=None):
@@ -67,10 +69,10 @@ class MoveTestBase(test.NoDBTestCase):
             client.CyborgClient(self.context).get_arq_device_rp_uuid)
         self.calls.attach_mock(self.cyclient, 'cyborg')
         self.get_client = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_client',
+            'nova_cyborg.clients.cyborg.get_client',
             return_value=self.cyclient)).mock
         self.get_bound = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.compute.get_bound_arqs')).mock
+            'nova_cyborg.steps.bound_arqs.get_bound_arqs')).mock
         self.calls.attach_mock(self.get_bound, 'get_bound_arqs')
         self.instance = objects.Instance(
             uuid=uuids.inst, vm_state=vm_states.ACTIVE,
@@ -93,7 +95,7 @@ class InstanceArqsTest(MoveTestBase):
     def test_with_profile(self):
         self.cyclient.get_arqs_for_instance.return_value = SOURCE
         self.assertEqual(SOURCE,
-                         move.instance_arqs(self.context, self.instance))
+                         arq_steps.instance_arqs(self.context, self.instance))
         self.get_client.assert_called_once_with(self.context)
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
@@ -104,34 +106,35 @@ class InstanceArqsTest(MoveTestBase):
         dest = _arq(uuids.b0, uuids.dest_rp0, 'dest-node')
         self.cyclient.get_arqs_for_instance.return_value = SOURCE + [dest]
         self.assertEqual(SOURCE,
-                         move.instance_arqs(self.context, self.instance))
+                         arq_steps.instance_arqs(self.context, self.instance))
         self.instance.host = self.instance.node = 'dest-node'
         self.assertEqual([dest],
-                         move.instance_arqs(self.context, self.instance))
+                         arq_steps.instance_arqs(self.context, self.instance))
 
     def test_bound_with_the_service_host_name(self):
         self.instance.node = 'src-node.example.com'
         self.cyclient.get_arqs_for_instance.return_value = SOURCE
         self.assertEqual(SOURCE,
-                         move.instance_arqs(self.context, self.instance))
+                         arq_steps.instance_arqs(self.context, self.instance))
 
     def test_without_profile(self):
         self.instance.flavor = _flavor()
-        self.assertEqual([], move.instance_arqs(self.context, self.instance))
+        self.assertEqual([], arq_steps.instance_arqs(self.context,
+                                                     self.instance))
         self.get_client.assert_not_called()
 
     def test_without_profile_with_attached_accelerator(self):
         self.instance.flavor = _flavor()
         self.instance.system_metadata = {
-            move.ATTACHED_PREFIX + '0': '%s dp-extra' % uuids.a0}
+            bookkeeping.ATTACHED_PREFIX + '0': '%s dp-extra' % uuids.a0}
         self.cyclient.get_arqs_for_instance.return_value = SOURCE[:1]
         self.assertEqual(SOURCE[:1],
-                         move.instance_arqs(self.context, self.instance))
+                         arq_steps.instance_arqs(self.context, self.instance))
         self.cyclient.get_arqs_for_instance.assert_called_once_with(
             uuids.inst)
 
 
-@mock.patch('nova_cyborg.client.get_device_profile_request_groups')
+@mock.patch('nova_cyborg.clients.cyborg.get_device_profile_request_groups')
 class AddProfileGroupsTest(test.NoDBTestCase):
 
     def setUp(self):
@@ -489,7 +492,7 @@ class ConfirmTest(MoveTestBase):
         self.instance.system_metadata = dict(SOURCE_PARKED)
         self.cyclient.delete_arqs_strictly.side_effect = (
             exception.CyborgError(op='delete', msg='unreachable'))
-        with mock.patch.object(move.LOG, 'error') as error:
+        with mock.patch.object(arq_steps.LOG, 'error') as error:
             self.assertIsNone(move.confirm(self.context, self.instance))
         self.assertEqual({RETIRED + '0': uuids.a0, RETIRED + '1': uuids.a1},
                          self.meta())

@@ -1,5 +1,5 @@
 """Unified limits for addAccelerator and a resize into a flavor with a
-device profile (nova_cyborg.quota), with Nova's own UnifiedLimitsFixture
+device profile (nova_cyborg.steps.quota), with Nova's own UnifiedLimitsFixture
 and oslo.limit's real enforcer; only the project's usage in Placement is
 given."""
 
@@ -12,8 +12,8 @@ from nova import objects
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 
-from nova_cyborg import api
-from nova_cyborg import quota
+from nova_cyborg.flows import server_actions as api
+from nova_cyborg.steps import quota
 
 PROJECT = 'owner-project'
 
@@ -94,7 +94,7 @@ class QuotaTest(test.NoDBTestCase):
         self.bfv.assert_not_called()
 
     def test_new_flavor_checked_through_the_api(self):
-        with mock.patch('nova_cyborg.client.'
+        with mock.patch('nova_cyborg.clients.cyborg.'
                         'get_device_profile_request_groups',
                         return_value=[_group(amount=2)]):
             self.assertRaises(nova_exception.TooManyInstances,

@@ -1,4 +1,5 @@
-"""A compute restarted in the middle of a move: nova_cyborg.recovery."""
+"""A compute restarted in the middle of a move:
+nova_cyborg.flows.move.recovery."""
 
 from unittest import mock
 
@@ -9,13 +10,17 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import client
+from nova_cyborg.clients import cyborg as client
 from nova_cyborg import exception
-from nova_cyborg import move
-from nova_cyborg import recovery
+from nova_cyborg.flows.attach import compute as nc_attach
+from nova_cyborg.flows.attach import recovery as attach_recovery
+from nova_cyborg.flows.move import recovery
+from nova_cyborg.model import actions
+from nova_cyborg.model import bookkeeping
+from nova_cyborg.steps import arqs as arq_steps
 
 DP = 'accel:device_profile'
-PARKED = move.PARKED_PREFIX
+PARKED = bookkeeping.PARKED_PREFIX
 
 
 def _arq(uuid, state='Bound', host='src-host', rp=uuids.src_rp):
@@ -47,14 +52,14 @@ class RecoveryTestBase(test.NoDBTestCase):
         self.cyclient = mock.create_autospec(client.CyborgClient,
                                              instance=True)
         self.get_client = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_client',
+            'nova_cyborg.clients.cyborg.get_client',
             return_value=self.cyclient)).mock
         self.check_bound = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.compute.check_bound',
+            'nova_cyborg.steps.bound_arqs.check_bound',
             side_effect=lambda arqs, uuids_: [
                 a for a in arqs if a['uuid'] in uuids_])).mock
         self.function_check = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.function_check.check')).mock
+            'nova_cyborg.steps.function_check.check')).mock
         self.instance = objects.Instance(
             uuid=uuids.inst, vm_state=vm_states.ACTIVE, host='src-host',
             node='src-host', project_id='owner',
@@ -70,7 +75,7 @@ class RecoveryTestBase(test.NoDBTestCase):
 class BindAndPollTest(RecoveryTestBase):
 
     def _poll(self, bindings):
-        return recovery.bind_and_poll(
+        return arq_steps.bind_and_poll(
             self.context, self.instance, bindings, clock=self.clock,
             sleep=self.clock.sleep)
 
@@ -95,8 +100,8 @@ class BindAndPollTest(RecoveryTestBase):
             _arq(uuids.a0, 'BindStarted')]
         self.assertRaises(exception.AcceleratorRequestNotBound, self._poll,
                           {uuids.a0: (uuids.src_rp, 'src-host')})
-        self.assertLessEqual(self.clock.now, 10 + recovery.POLL_MAX)
-        self.assertEqual(recovery.POLL_MAX, max(self.clock.sleeps))
+        self.assertLessEqual(self.clock.now, 10 + arq_steps.POLL_MAX)
+        self.assertEqual(arq_steps.POLL_MAX, max(self.clock.sleeps))
         self.function_check.assert_not_called()
 
 
@@ -108,7 +113,7 @@ class RebindSourceTest(RecoveryTestBase):
             source_compute='src-host', source_node='src-host',
             dest_compute='dest-host', dest_node='dest-host')
         self.poll = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.recovery.bind_and_poll')).mock
+            'nova_cyborg.steps.arqs.bind_and_poll')).mock
 
     def test_destination_goes_parked_come_back(self):
         self.cyclient.get_arqs_for_instance.return_value = [
@@ -119,7 +124,7 @@ class RebindSourceTest(RecoveryTestBase):
         self.poll.assert_called_once_with(
             self.context, self.instance,
             {uuids.a0: (uuids.src_rp, 'src-host')})
-        self.assertEqual([], move.parked(self.instance))
+        self.assertEqual([], bookkeeping.parked(self.instance))
 
     def test_still_bound_on_the_source_is_not_bound_twice(self):
         # The compute died before the unbind of the parked ARQ went out.
@@ -127,7 +132,7 @@ class RebindSourceTest(RecoveryTestBase):
         recovery.rebind_source(self.context, self.instance, self.migration)
         self.cyclient.delete_arqs_strictly.assert_not_called()
         self.poll.assert_not_called()
-        self.assertEqual([], move.parked(self.instance))
+        self.assertEqual([], bookkeeping.parked(self.instance))
 
     def test_same_host_destination_goes_parked_come_back(self):
         # A resize to the same host: the destination's ARQ is bound to the
@@ -148,7 +153,7 @@ class RebindSourceTest(RecoveryTestBase):
         self.assertRaises(exception.CyborgError, recovery.rebind_source,
                           self.context, self.instance, self.migration)
         self.assertEqual([(uuids.a0, uuids.src_rp, 'src-host')],
-                         move.parked(self.instance))
+                         bookkeeping.parked(self.instance))
 
 
 class ResizeMigratingTest(RecoveryTestBase):
@@ -160,7 +165,7 @@ class ResizeMigratingTest(RecoveryTestBase):
                                    source_compute='src-host',
                                    source_node='src-host', status='migrating')
         self.rebind = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.recovery.rebind_source')).mock
+            'nova_cyborg.flows.move.recovery.rebind_source')).mock
         self.manager.attach_mock(self.rebind, 'rebind_source')
         self.manager.attach_mock(self.migration.save, 'migration_save')
 
@@ -196,7 +201,7 @@ class ResizeMigratingTest(RecoveryTestBase):
                                             self.migration)
 
 
-ATTACHED = move.ATTACHED_PREFIX
+ATTACHED = bookkeeping.ATTACHED_PREFIX
 ALLOC = 'nova_cyborg_attached_alloc_'
 ATTACHING = 'nova_cyborg_attaching'
 
@@ -207,23 +212,23 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
 
     def setUp(self):
         super().setUp()
-        self.assertEqual(ALLOC, recovery.rpc.ALLOC_PREFIX)
-        self.assertEqual(ATTACHING, recovery.nc_attach.ATTACHING_KEY)
+        self.assertEqual(ALLOC, actions.ALLOC_PREFIX)
+        self.assertEqual(ATTACHING, nc_attach.ATTACHING_KEY)
         self.manager = mock.Mock()
         self.allocs = self.manager.reportclient.get_allocs_for_consumer
         self.remove = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.allocations.remove')).mock
+            'nova_cyborg.clients.allocations.remove')).mock
         self.retire = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.move.retire')).mock
+            'nova_cyborg.steps.arqs.retire')).mock
         self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_device_profile_request_groups',
+            'nova_cyborg.clients.cyborg.get_device_profile_request_groups',
             return_value=[mock.Mock(resources={'FPGA': 1})]))
         self.instance.system_metadata = {
             ATTACHED + '0': '%s dp' % uuids.a1}
 
     def _run(self, task_state):
         self.instance.task_state = task_state
-        recovery.accelerator_action_interrupted(
+        attach_recovery.accelerator_action_interrupted(
             self.manager, self.context, self.instance)
 
     def test_other_task_states_are_left_alone(self):
@@ -238,7 +243,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.allocs.return_value = {'allocations': {
             uuids.dev_rp: {'resources': {'FPGA': 1}},
             uuids.cn: {'resources': {'VCPU': 2}}}}
-        self._run(recovery.rpc.ADDING)
+        self._run(actions.ADDING)
         self.retire.assert_called_once_with(self.context, self.instance,
                                             [uuids.a1])
         self.remove.assert_called_once_with(
@@ -255,7 +260,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.cyclient.get_arqs_for_instance.return_value = []
         self.allocs.return_value = {'allocations': {
             uuids.dev_rp: {'resources': {'FPGA': 1}}}}
-        self._run(recovery.rpc.ADDING)
+        self._run(actions.ADDING)
         self.retire.assert_called_once_with(self.context, self.instance, [])
         self.remove.assert_called_once_with(
             self.manager.reportclient, self.context, self.instance,
@@ -268,7 +273,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.cyclient.get_arqs_for_instance.return_value = []
         self.allocs.return_value = {'allocations': {
             uuids.dev_rp: {'resources': {'FPGA': 1}}}}
-        self._run(recovery.rpc.ADDING)
+        self._run(actions.ADDING)
         self.remove.assert_not_called()
         self.assertEqual({}, self.instance.system_metadata)
         self.assertIsNone(self.instance.task_state)
@@ -283,7 +288,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
             {'resources:FPGA': '1'}]
         self.allocs.return_value = {'allocations': {
             uuids.dev_rp: {'resources': {'FPGA': 1}}}}
-        self._run(recovery.rpc.ADDING)
+        self._run(actions.ADDING)
         self.retire.assert_called_once_with(self.context, self.instance, [])
         self.remove.assert_not_called()
         self.assertEqual(2, len(self.instance.system_metadata))
@@ -295,7 +300,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.cyclient.get_arqs_for_instance.return_value = []
         self.allocs.return_value = {'allocations': {
             uuids.dev_rp: {'resources': {'FPGA': 1}}}}
-        self._run(recovery.rpc.REMOVING)
+        self._run(actions.REMOVING)
         self.remove.assert_called_once_with(
             self.manager.reportclient, self.context, self.instance,
             {uuids.dev_rp: {'resources': {'FPGA': 1}}})
@@ -308,13 +313,13 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
         self.cyclient.get_arqs_for_instance.return_value = []
         self.allocs.return_value = {'allocations': {
             uuids.cn: {'resources': {'VCPU': 2}}}}
-        self._run(recovery.rpc.REMOVING)
+        self._run(actions.REMOVING)
         self.remove.assert_not_called()
         self.assertEqual({}, self.instance.system_metadata)
 
     def test_detach_that_deleted_nothing_is_left_undone(self):
         self.cyclient.get_arqs_for_instance.return_value = [_arq(uuids.a1)]
-        self._run(recovery.rpc.REMOVING)
+        self._run(actions.REMOVING)
         self.remove.assert_not_called()
         self.assertEqual({ATTACHED + '0': '%s dp' % uuids.a1},
                          self.instance.system_metadata)
@@ -323,7 +328,7 @@ class AcceleratorActionInterruptedTest(RecoveryTestBase):
     def test_failure_is_logged_and_the_task_state_cleared(self):
         self.cyclient.get_arqs_for_instance.side_effect = (
             exception.CyborgError(op='list', msg='injected', status=503))
-        self._run(recovery.rpc.REMOVING)
+        self._run(actions.REMOVING)
         self.assertIsNone(self.instance.task_state)
         self.save.assert_called()
 
@@ -336,7 +341,7 @@ class ParkedHereTest(RecoveryTestBase):
         super().setUp()
         self.instance.vm_state = vm_states.ERROR
         self.poll = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.recovery.bind_and_poll')).mock
+            'nova_cyborg.steps.arqs.bind_and_poll')).mock
 
     def test_binds_the_parked_arqs_on_their_host_and_forgets_them(self):
         self.cyclient.get_arqs_for_instance.return_value = []
@@ -344,14 +349,14 @@ class ParkedHereTest(RecoveryTestBase):
         self.poll.assert_called_once_with(
             self.context, self.instance,
             {uuids.a0: (uuids.src_rp, 'src-host')})
-        self.assertEqual([], move.parked(self.instance))
+        self.assertEqual([], bookkeeping.parked(self.instance))
         self.save.assert_called_once_with()
 
     def test_an_arq_still_bound_is_not_bound_twice(self):
         self.cyclient.get_arqs_for_instance.return_value = [_arq(uuids.a0)]
         recovery.parked_here(self.context, self.instance)
         self.poll.assert_not_called()
-        self.assertEqual([], move.parked(self.instance))
+        self.assertEqual([], bookkeeping.parked(self.instance))
 
     def test_bind_failure_keeps_them_parked(self):
         self.cyclient.get_arqs_for_instance.return_value = []
@@ -360,7 +365,7 @@ class ParkedHereTest(RecoveryTestBase):
         self.assertRaises(exception.CyborgError, recovery.parked_here,
                           self.context, self.instance)
         self.assertEqual([(uuids.a0, uuids.src_rp, 'src-host')],
-                         move.parked(self.instance))
+                         bookkeeping.parked(self.instance))
         self.save.assert_not_called()
 
     def test_nothing_in_verify_resize(self):
@@ -374,9 +379,9 @@ class ParkedHereTest(RecoveryTestBase):
         self.instance.host = self.instance.node = 'dest-host'
         recovery.parked_here(self.context, self.instance)
         self.poll.assert_not_called()
-        self.assertEqual(1, len(move.parked(self.instance)))
+        self.assertEqual(1, len(bookkeeping.parked(self.instance)))
 
     def test_nothing_without_parked_arqs(self):
-        move.store(self.instance, PARKED, [])
+        bookkeeping.store(self.instance, PARKED, [])
         recovery.parked_here(self.context, self.instance)
         self.cyclient.get_arqs_for_instance.assert_not_called()

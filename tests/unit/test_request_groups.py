@@ -5,7 +5,7 @@ import ddt
 from nova import test
 
 from nova_cyborg import exception
-from nova_cyborg import request_groups
+from nova_cyborg.model import request_groups
 
 
 @ddt.ddt

@@ -1,4 +1,5 @@
-"""A revert cut short on the destination: nova_cyborg.revert_recovery."""
+"""A revert cut short on the destination:
+nova_cyborg.flows.move.revert_recovery."""
 
 from unittest import mock
 
@@ -10,8 +11,8 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_cyborg import move
-from nova_cyborg import revert_recovery
+from nova_cyborg.flows.move import revert_recovery
+from nova_cyborg.model import bookkeeping
 
 DP = 'accel:device_profile'
 
@@ -41,9 +42,10 @@ class ResizeRevertingTest(test.NoDBTestCase):
     def _instance(self, extra_specs, parked=None):
         meta = {}
         if parked:
-            move.store(instance_meta := objects.Instance(system_metadata={}),
-                       move.PARKED_PREFIX,
-                       ['%s %s src-host' % (parked, uuids.src_rp)])
+            bookkeeping.store(
+                instance_meta := objects.Instance(system_metadata={}),
+                bookkeeping.PARKED_PREFIX,
+                ['%s %s src-host' % (parked, uuids.src_rp)])
             meta = instance_meta.system_metadata
         flavor = objects.Flavor(extra_specs=extra_specs)
         return objects.Instance(

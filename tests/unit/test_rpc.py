@@ -14,11 +14,12 @@ import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
-from nova_cyborg import capability
+from nova_cyborg.clients import compute_rpc as rpc
 from nova_cyborg.conf import nova_cyborg as nc_conf
 from nova_cyborg import exception
-from nova_cyborg import rpc
-from nova_cyborg import rpc_endpoint
+from nova_cyborg.flows.attach import endpoint as rpc_endpoint
+from nova_cyborg.model import actions
+from nova_cyborg.model import capability
 
 
 class RouterTest(test.NoDBTestCase):
@@ -98,7 +99,7 @@ class CheckComputeTest(test.NoDBTestCase):
         self.call = self.useFixture(fixtures.MockPatchObject(
             messaging.RPCClient, 'call')).mock
 
-    def check(self, capabilities, method=rpc.ADD_METHOD):
+    def check(self, capabilities, method=actions.ADD_METHOD):
         return rpc.check_compute(self.context, self.instance, method,
                                  capabilities)
 
@@ -128,7 +129,8 @@ class CheckComputeTest(test.NoDBTestCase):
 
     def test_method_newer_than_the_compute_refused(self):
         # This nova-api knows 1.1, the compute (older) serves 1.0.
-        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
+        with mock.patch.dict(rpc.METHOD_VERSIONS,
+                             {actions.ADD_METHOD: '1.1'}), \
                 mock.patch.object(rpc, 'VERSION', '1.1'), \
                 mock.patch.object(rpc, 'VERSIONS', rpc.VERSIONS + (
                     ('1.1', 'new'),)), \
@@ -143,7 +145,8 @@ class CheckComputeTest(test.NoDBTestCase):
 
     def test_pin_refuses_a_newer_method(self):
         self.flags(nova_cyborg='1.0', group='upgrade_levels')
-        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}), \
+        with mock.patch.dict(rpc.METHOD_VERSIONS,
+                             {actions.ADD_METHOD: '1.1'}), \
                 mock.patch.object(rpc, 'VERSION', '1.1'), \
                 mock.patch.object(rpc, 'VERSIONS', rpc.VERSIONS + (
                     ('1.1', 'new'),)), \
@@ -162,18 +165,20 @@ class CheckComputeTest(test.NoDBTestCase):
         prepared = mock.Mock()
         with mock.patch.object(rpc, '_client',
                                return_value=prepared) as client:
-            rpc.cast(self.context, instance, rpc.REMOVE_METHOD, 'dp', '1.0')
+            rpc.cast(self.context, instance, actions.REMOVE_METHOD, 'dp',
+                     '1.0')
         client.assert_called_once_with(self.context, 'compute1',
                                        version='1.0', version_cap='1.0')
         prepared.cast.assert_called_once_with(
-            self.context, rpc.REMOVE_METHOD, instance=instance,
+            self.context, actions.REMOVE_METHOD, instance=instance,
             device_profile='dp')
 
     def test_cast_over_the_cap_is_not_sent(self):
         instance = objects.Instance(uuid=uuids.inst, host='compute1')
-        with mock.patch.dict(rpc.METHOD_VERSIONS, {rpc.ADD_METHOD: '1.1'}):
+        with mock.patch.dict(rpc.METHOD_VERSIONS, {actions.ADD_METHOD: '1.1'}):
             with testtools.ExpectedException(messaging.RPCVersionCapError):
-                rpc.cast(self.context, instance, rpc.ADD_METHOD, 'dp', '1.0')
+                rpc.cast(self.context, instance, actions.ADD_METHOD, 'dp',
+                         '1.0')
 
 
 class EndpointTest(test.TestCase):
@@ -187,7 +192,7 @@ class EndpointTest(test.TestCase):
             self.context, uuid=uuids.server, host='compute1',
             project_id=self.context.project_id,
             user_id=self.context.user_id, vm_state='active',
-            task_state=rpc.ADDING)
+            task_state=actions.ADDING)
         self.instance.create()
         self.manager = mock.Mock(host='compute1')
         self.endpoint = rpc_endpoint.AcceleratorEndpoint(self.manager)
@@ -207,18 +212,18 @@ class EndpointTest(test.TestCase):
         self.assertIsNone(self.endpoint.add_accelerator(
             context, self.instance, 'dp'))
         self.spawn.assert_called_once_with(
-            self.manager, rpc.ADD_METHOD, self.instance, context,
+            self.manager, actions.ADD_METHOD, self.instance, context,
             self.endpoint._actions.add_accelerator, context, self.instance,
             'dp')
         # The event of the action is named after the RPC method.
-        self.assertEqual(rpc.ADD_METHOD,
+        self.assertEqual(actions.ADD_METHOD,
                          self.endpoint._actions.add_accelerator.__name__)
 
     def test_remove_goes_to_the_long_task_pool(self):
         context = self.action('req-' + uuids.first)
         self.endpoint.remove_accelerator(context, self.instance, 'dp')
         self.assertEqual(
-            (rpc.REMOVE_METHOD, self.endpoint._actions.remove_accelerator),
+            (actions.REMOVE_METHOD, self.endpoint._actions.remove_accelerator),
             (self.spawn.call_args[0][1], self.spawn.call_args[0][4]))
 
     def test_stale_cast_is_refused(self):
@@ -230,7 +235,7 @@ class EndpointTest(test.TestCase):
             self.endpoint.add_accelerator(stale, self.instance, 'dp')
         self.spawn.assert_not_called()
         self.assertIn('req-' + uuids.first, str(warning.call_args))
-        self.assertEqual(rpc.ADDING, objects.Instance.get_by_uuid(
+        self.assertEqual(actions.ADDING, objects.Instance.get_by_uuid(
             self.context, self.instance.uuid).task_state)
 
     def test_latest_request_is_current(self):

@@ -6,7 +6,7 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_cyborg import conf
-from nova_cyborg import scheduler
+from nova_cyborg.flows import scheduling as scheduler
 
 CANDIDATES = [{'mappings': {'device_profile_0': ['rp%d' % i]}}
               for i in range(4)]

@@ -42,9 +42,10 @@ import sys
 import fixtures
 import testtools
 
-from nova_cyborg.cmd import _series
-from nova_cyborg.cmd import _unidiff
-from nova_cyborg.cmd import patch as patch_tool
+from nova_cyborg.model import actions
+from nova_cyborg_patch import cli as patch_tool
+from nova_cyborg_patch import series as _series
+from nova_cyborg_patch import unidiff as _unidiff
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -340,10 +341,9 @@ class TestSeriesContract(testtools.TestCase):
         # versioned notification payloads whose schema has the enum, the
         # patch changes only versions (bumped, with a comment); in Nova's
         # object hash test only their expected versions and fingerprints.
-        from nova_cyborg import rpc
         enums = [p for p in self.patches if is_enum(p)]
         self.assertNotEqual([], enums)
-        values = set(rpc.TASK_STATES.values())
+        values = set(actions.TASK_STATES.values())
         for patch in enums:
             names = set()
             for fp in patch.files:

@@ -13,10 +13,10 @@ from oslo_utils import timeutils
 import oslo_messaging as messaging
 import testtools
 
+from nova_cyborg.flows.attach import endpoint as rpc_endpoint
+from nova_cyborg.flows.attach import stuck_actions
 from nova_cyborg.hooks import compute as compute_hooks
-from nova_cyborg import rpc
-from nova_cyborg import rpc_endpoint
-from nova_cyborg import stuck_actions
+from nova_cyborg.model import actions
 
 
 def _manager(host, devices=0):
@@ -39,7 +39,7 @@ def _instance(uuid, task_state, age):
         updated_at=timeutils.utcnow() - datetime.timedelta(seconds=age))
 
 
-@mock.patch('nova_cyborg.recovery.accelerator_action_interrupted')
+@mock.patch('nova_cyborg.flows.attach.recovery.accelerator_action_interrupted')
 @mock.patch.object(objects.Instance, 'get_by_uuid')
 class StuckActionsTest(test.NoDBTestCase):
 
@@ -59,11 +59,11 @@ class StuckActionsTest(test.NoDBTestCase):
         self.now = when
 
     def test_failed_handler_settles_then_raises(self, get, settle):
-        instance = _instance(uuids.inst, rpc.ADDING, 0)
+        instance = _instance(uuids.inst, actions.ADDING, 0)
         get.return_value = instance
         with testtools.ExpectedException(messaging.MessagingTimeout):
             with stuck_actions.running(self.manager, self.context, instance,
-                                       rpc.ADDING):
+                                       actions.ADDING):
                 self.assertIn(uuids.inst, stuck_actions._running)
                 raise messaging.MessagingTimeout('event not recorded')
         settle.assert_called_once_with(self.manager, self.context, instance)
@@ -74,18 +74,18 @@ class StuckActionsTest(test.NoDBTestCase):
         get.return_value = _instance(uuids.inst, None, 0)
         with testtools.ExpectedException(ValueError):
             with stuck_actions.running(self.manager, self.context,
-                                       get.return_value, rpc.REMOVING):
+                                       get.return_value, actions.REMOVING):
                 raise ValueError('after the work')
         settle.assert_not_called()
 
     def test_conductor_still_away_is_left_to_the_periodic_task(self, get,
                                                                settle):
         get.side_effect = messaging.MessagingTimeout('still away')
-        instance = _instance(uuids.inst, rpc.ADDING, 0)
+        instance = _instance(uuids.inst, actions.ADDING, 0)
         with mock.patch.object(stuck_actions.LOG, 'warning') as warning:
             with testtools.ExpectedException(messaging.MessagingTimeout):
                 with stuck_actions.running(self.manager, self.context,
-                                           instance, rpc.ADDING):
+                                           instance, actions.ADDING):
                     raise messaging.MessagingTimeout('event not recorded')
         self.assertIn('tries again', warning.call_args[0][0])
         settle.assert_not_called()
@@ -93,9 +93,9 @@ class StuckActionsTest(test.NoDBTestCase):
     @mock.patch.object(objects.InstanceList, 'get_by_filters')
     def test_periodic_task_settles_old_idle_actions(self, get_by_filters,
                                                     get, settle):
-        old = _instance(uuids.old, rpc.ADDING, 301)
-        fresh = _instance(uuids.fresh, rpc.REMOVING, 10)
-        busy = _instance(uuids.busy, rpc.ADDING, 301)
+        old = _instance(uuids.old, actions.ADDING, 301)
+        fresh = _instance(uuids.fresh, actions.REMOVING, 10)
+        busy = _instance(uuids.busy, actions.ADDING, 301)
         get_by_filters.return_value = [old, fresh, busy]
         get.return_value = old
         stuck_actions._running.add(uuids.busy)
@@ -103,7 +103,7 @@ class StuckActionsTest(test.NoDBTestCase):
         stuck_actions.settle_stuck(self.manager, self.context)
         get_by_filters.assert_called_once_with(
             self.context, {'host': 'compute1', 'deleted': False,
-                           'task_state': [rpc.ADDING, rpc.REMOVING]},
+                           'task_state': [actions.ADDING, actions.REMOVING]},
             expected_attrs=[])
         get.assert_called_once_with(
             self.context, uuids.old,
@@ -131,7 +131,7 @@ class StuckActionsTest(test.NoDBTestCase):
             self, get_by_filters, spawn, current, get, settle):
         stuck_actions._announced.pop(self.manager, None)
         rpc_endpoint.AcceleratorEndpoint(self.manager).add_accelerator(
-            self.context, _instance(uuids.inst, rpc.ADDING, 0), 'dp')
+            self.context, _instance(uuids.inst, actions.ADDING, 0), 'dp')
         spawn.assert_called_once()
         self.assertIn(self.manager, stuck_actions._announced)
 
@@ -154,7 +154,7 @@ class StuckActionsTest(test.NoDBTestCase):
         self.assertNotIn(manager, stuck_actions._announced)
         # A cast lost: found on the next look, settled once old enough,
         # looked for every interval meanwhile.
-        lost = _instance(uuids.lost, rpc.ADDING, 0)
+        lost = _instance(uuids.lost, actions.ADDING, 0)
         get_by_filters.return_value = [lost]
         self.at(start + datetime.timedelta(seconds=301))
         stuck_actions.settle_stuck(manager, self.context)
@@ -196,7 +196,7 @@ class StuckActionsTest(test.NoDBTestCase):
         start = timeutils.utcnow()
         self.at(start)
         stuck_actions.announce(self.manager)
-        busy = _instance(uuids.busy, rpc.ADDING, 0)
+        busy = _instance(uuids.busy, actions.ADDING, 0)
         get_by_filters.return_value = [busy]
         stuck_actions._running.add(uuids.busy)
         self.addCleanup(stuck_actions._running.discard, uuids.busy)
@@ -208,8 +208,8 @@ class StuckActionsTest(test.NoDBTestCase):
     def test_handler_announces(self, get_by_filters, get, settle):
         stuck_actions._announced.pop(self.manager, None)
         with stuck_actions.running(self.manager, self.context,
-                                   _instance(uuids.inst, rpc.ADDING, 0),
-                                   rpc.ADDING):
+                                   _instance(uuids.inst, actions.ADDING, 0),
+                                   actions.ADDING):
             pass
         self.assertIn(self.manager, stuck_actions._announced)
 
@@ -228,7 +228,8 @@ class StuckActionsTest(test.NoDBTestCase):
             self.manager, self.context, _instance(uuids.plain, None, 0))
         self.assertNotIn(self.manager, stuck_actions._announced)
         compute_hooks.accelerator_action_at_restart(
-            self.manager, self.context, _instance(uuids.inst, rpc.ADDING, 0))
+            self.manager, self.context,
+            _instance(uuids.inst, actions.ADDING, 0))
         self.assertIn(self.manager, stuck_actions._announced)
         self.assertEqual(2, settle.call_count)
 

@@ -88,7 +88,7 @@ class WeigherTestCase(testtools.TestCase):
         self.cyborg = mock.Mock()
         self.cyborg.get_device_profile_groups.return_value = [
             {'resources:FPGA': '1', 'accel:function_id': F_A}]
-        self.useFixture_patch('nova_cyborg.client.get_client',
+        self.useFixture_patch('nova_cyborg.clients.cyborg.get_client',
                               return_value=self.cyborg)
         self.useFixture_patch(
             'oslo_context.context.get_current',

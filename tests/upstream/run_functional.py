@@ -109,7 +109,7 @@ def install_notification_samples(site):
 def _patch_tool(command):
     # The same interpreter, so the series goes to this environment's Nova.
     subprocess.check_call(
-        [sys.executable, '-m', 'nova_cyborg.cmd.patch', command])
+        [sys.executable, '-m', 'nova_cyborg_patch.cli', command])
 
 
 def main(argv=None):

@@ -11,7 +11,7 @@ requests (ARQs) are Bound to a provider of the destination, in the
 owner's project, the guest's ``<hostdev>`` is their attach handle, the
 allocation is on the destination alone; the source's ARQs are deleted.
 A live migration binds the destination's ARQs under the server's other
-owner in Cyborg (its UUID or its alias, ``nova_cyborg.bookkeeping``), so
+owner in Cyborg (its UUID or its alias, ``nova_cyborg.model.bookkeeping``), so
 the server's ARQs are looked up under both. Once the owner deletes the
 server nothing is left. A server whose device is not live-migratable
 (the cloud's FPGAs) is refused with 400 naming its ARQ, and nothing
@@ -26,7 +26,7 @@ from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
 import testtools
 
-from nova_cyborg import bookkeeping
+from nova_cyborg.model import bookkeeping
 from tempest_plugin.tests import base
 
 CONF = config.CONF

@@ -3,7 +3,7 @@
 During a rolling upgrade (or while a compute is reverted) some
 nova-computes run Nova without the nova-cyborg series. They do not report
 the capability trait ``CUSTOM_NOVA_CYBORG_1_0`` on their compute node
-provider (``nova_cyborg.capability``); that is how this test finds them,
+provider (``nova_cyborg.model.capability``); that is how this test finds them,
 through Placement, and it is skipped when the cloud has none (the local
 cloud has one with ``python -m localcloud up --unpatched-computes 1``).
 

@@ -23,9 +23,9 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_cyborg.cmd import _series
-from nova_cyborg.cmd import _unidiff
-from nova_cyborg.cmd import patch
+from nova_cyborg_patch import cli as patch
+from nova_cyborg_patch import series as _series
+from nova_cyborg_patch import unidiff as _unidiff
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -111,7 +111,7 @@ class NovaCopyTestCase(testtools.TestCase):
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
         # Whatever this machine has in /etc/nova: no Nova service here.
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cmd.aliases.DEFAULT_CONFIG',
+            'nova_cyborg_patch.aliases.DEFAULT_CONFIG',
             os.path.join(self.target, 'no-nova.conf')))
         self.pristine = self.snapshot()
 
@@ -399,7 +399,7 @@ class TestInstalledPristineNova(NovaCopyTestCase):
 class TestLocations(testtools.TestCase):
 
     def test_default_target_does_not_import_nova(self):
-        code = ('import sys; from nova_cyborg.cmd import patch; '
+        code = ('import sys; from nova_cyborg_patch import cli as patch; '
                 'print(patch.default_target()); print("nova" in sys.modules)')
         result = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                                 capture_output=True, text=True, check=True)

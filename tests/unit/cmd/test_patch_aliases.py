@@ -7,7 +7,7 @@ from unittest import mock
 
 import fixtures
 
-from nova_cyborg.cmd import aliases as alias_check
+from nova_cyborg_patch import aliases as alias_check
 from tests.unit.cmd import test_patch
 
 SERVER = {'uuid': '6a1f3c1e-0b2d-4e8f-9a7c-5d3e2f1a0b9c', 'name': 'p1',
@@ -41,7 +41,7 @@ class RevertAliasCheckTest(test_patch.NovaCopyTestCase):
 
     def test_default_configuration_is_nova_conf(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_cyborg.cmd.aliases.DEFAULT_CONFIG', self.conf))
+            'nova_cyborg_patch.aliases.DEFAULT_CONFIG', self.conf))
         rc, _out, _err = self.run_tool('revert')
         self.assertEqual(1, rc)
         self.find.assert_called_once_with([self.conf])
@@ -112,7 +112,7 @@ class FindTest(test_patch.NovaCopyTestCase):
         self.addCleanup(nova_conf.CONF.clear)
         return alias_check.find([self._conf(text)])
 
-    @mock.patch('nova_cyborg.aliases.in_cells')
+    @mock.patch('nova_cyborg.model.aliases.in_cells')
     def test_every_cell_with_the_api_database(self, in_cells):
         instance = mock.Mock(uuid=SERVER['uuid'], display_name='p1',
                              host='compute2', project_id='owner-project')
@@ -123,7 +123,7 @@ class FindTest(test_patch.NovaCopyTestCase):
         self.assertEqual('every cell', scope)
         self.assertEqual([SERVER], servers)
 
-    @mock.patch('nova_cyborg.aliases.on_host', return_value=[])
+    @mock.patch('nova_cyborg.model.aliases.on_host', return_value=[])
     def test_this_host_through_the_conductor(self, on_host):
         from nova.objects import base as objects_base
         self.addCleanup(setattr, objects_base.NovaObject,
@@ -134,7 +134,7 @@ class FindTest(test_patch.NovaCopyTestCase):
         self.assertEqual('compute7', on_host.call_args[0][1])
         self.assertIsNotNone(objects_base.NovaObject.indirection_api)
 
-    @mock.patch('nova_cyborg.aliases.on_host',
+    @mock.patch('nova_cyborg.model.aliases.on_host',
                 side_effect=RuntimeError('conductor away'))
     def test_failure_is_check_failed(self, _on_host):
         from nova.objects import base as objects_base

@@ -11,8 +11,8 @@ import shutil
 
 import fixtures
 
-from nova_cyborg.cmd import _record
-from nova_cyborg.cmd import _series
+from nova_cyborg_patch import record as _record
+from nova_cyborg_patch import series as _series
 from tests.unit.cmd import test_patch
 
 

@@ -20,7 +20,7 @@ import zipfile
 import fixtures
 import testtools
 
-from nova_cyborg.cmd import patch
+from nova_cyborg_patch import cli as patch
 from tests.unit.cmd import test_patch
 
 #: nova/compute/api.py of Nova 33.0.2, and what 33.0.0 and 33.0.1 have

@@ -24,8 +24,8 @@ import os
 import fixtures
 import testtools
 
-from nova_cyborg.cmd import _series
-from nova_cyborg.cmd import patch
+from nova_cyborg_patch import cli as patch
+from nova_cyborg_patch import series as _series
 
 VERSION = '34.0.0'
 A = ''.join('a%d\n' % i for i in range(1, 21))

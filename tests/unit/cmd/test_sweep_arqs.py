@@ -52,7 +52,7 @@ SWEEP_IN_A_FRESH_PROCESS = textwrap.dedent("""
                            '_get_all_from_db', return_value=[CELL]), \
             mock.patch('nova.objects.InstanceList.get_by_filters',
                        side_effect=deleted), \
-            mock.patch('nova_cyborg.client.get_client',
+            mock.patch('nova_cyborg.clients.cyborg.get_client',
                        return_value=cyclient):
         rc = sweep_arqs.main(sys.argv)
     cyclient.delete_arqs_for_instance.assert_called_once_with(GONE)
@@ -62,7 +62,7 @@ SWEEP_IN_A_FRESH_PROCESS = textwrap.dedent("""
 
 @mock.patch('nova.config.parse_args')
 @mock.patch('oslo_log.log.setup')
-@mock.patch('nova_cyborg.sweep.sweep')
+@mock.patch('nova_cyborg.flows.cleanup.sweep.sweep')
 class SweepArqsTest(test.NoDBTestCase):
 
     def setUp(self):

@@ -8,9 +8,9 @@ import testtools
 
 from nova_cyborg.conf import nova_cyborg as conf_nova_cyborg
 from nova_cyborg import exception
-from nova_cyborg import objects
-from nova_cyborg.objects import accelerator_request as arq_obj
-from nova_cyborg.objects import base
+from nova_cyborg.model import objects
+from nova_cyborg.model.objects import accelerator_request as arq_obj
+from nova_cyborg.model.objects import base
 
 ARQ_UUID = '6a1f8b7e-3c2d-4e5f-8a9b-0c1d2e3f4a5b'
 MDEV_UUID = 'b1c2d3e4-f5a6-4b7c-8d9e-0f1a2b3c4d5e'

@@ -7,7 +7,7 @@ import fixtures
 import libvirt
 import testtools
 
-from nova_cyborg import bookkeeping
+from nova_cyborg.model import bookkeeping
 from sidecar.discovery import domains
 from sidecar.discovery import guests
 from sidecar import model

@@ -11,7 +11,7 @@ import testtools
 
 from nova_cyborg import conf
 from nova_cyborg import exception
-from nova_cyborg import handoff
+from nova_cyborg.model import handoff
 from nova_cyborg.virt import domain_devices as dd
 from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
@@ -134,7 +134,7 @@ class CheckedXmlTestCase(testtools.TestCase):
         self.instance.get_pci_devices.return_value = [
             mock.Mock(address='0000:81:00.3')]
         self.get_client = self.useFixture(fixtures.MockPatch(
-            'nova_cyborg.client.get_client')).mock
+            'nova_cyborg.clients.cyborg.get_client')).mock
         self.cyclient = self.get_client.return_value
         self.cyclient.get_arqs_for_instance.return_value = [fakes.pci_arq()]
         self.record = self.useFixture(fixtures.MockPatch(
@@ -226,7 +226,7 @@ class CheckedXmlTestCase(testtools.TestCase):
 
     def test_arqs_handed_over_by_the_wait_are_not_read_again(self):
         # The build's wait for the binding read them for this request
-        # (nova_cyborg.handoff): the spawn's check takes them, once.
+        # (nova_cyborg.model.handoff): the spawn's check takes them, once.
         self.with_profile()
         self.addCleanup(handoff._KEPT.clear)
         handoff.keep(self.context, fakes.INSTANCE_UUID, [fakes.pci_arq()])

@@ -261,7 +261,7 @@ class AccelInfoTestCase(testtools.TestCase):
                          flavor=mock.Mock(extra_specs=extra_specs),
                          system_metadata={}, host='host1', node='host1')
 
-    @mock.patch('nova_cyborg.client.get_client')
+    @mock.patch('nova_cyborg.clients.cyborg.get_client')
     def test_arqs_of_an_accelerated_instance(self, get_client):
         arq = {'uuid': 'a', 'hostname': 'host1'}
         get_client.return_value.get_arqs_for_instance.return_value = [arq]
@@ -272,7 +272,7 @@ class AccelInfoTestCase(testtools.TestCase):
         get_client.return_value.get_arqs_for_instance.assert_called_once_with(
             instance.uuid)
 
-    @mock.patch('nova_cyborg.client.get_client')
+    @mock.patch('nova_cyborg.clients.cyborg.get_client')
     def test_arqs_bound_to_another_host_are_left_out(self, get_client):
         # A failed resize left the destination's ARQ bound: its PCI
         # function is host2's, never this guest's.
@@ -283,7 +283,7 @@ class AccelInfoTestCase(testtools.TestCase):
         instance = self._instance({'accel:device_profile': 'dp'})
         self.assertEqual([here], libvirt_hooks.accel_info('ctx', instance))
 
-    @mock.patch('nova_cyborg.client.get_client')
+    @mock.patch('nova_cyborg.clients.cyborg.get_client')
     def test_no_profile_asks_nobody(self, get_client):
         self.assertEqual([], libvirt_hooks.accel_info(
             'ctx', self._instance({'hw:cpu_policy': 'dedicated'})))

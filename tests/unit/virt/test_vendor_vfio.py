@@ -9,7 +9,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt.libvirt import config as vconfig
 
 from nova_cyborg import exception
-from nova_cyborg import rpc
+from nova_cyborg.model import actions
 from nova_cyborg.virt import domain_devices
 from nova_cyborg.virt import guard
 from nova_cyborg.virt import libvirt as nc_libvirt
@@ -63,12 +63,12 @@ class VendorVfioTestCase(test_libvirt._Base):
         self.assertEqual([], guest.devices)
 
     def test_unpluggable_from_a_running_server(self):
-        rpc.refuse_unpluggable([self.vf])
+        actions.refuse_unpluggable([self.vf])
         self.assertRaises(exception.OperationRefused,
-                          rpc.refuse_unpluggable, [self.mdev])
+                          actions.refuse_unpluggable, [self.mdev])
         # A marker on anything but its own value is no PCI function.
         self.assertRaises(exception.OperationRefused,
-                          rpc.refuse_unpluggable, [fakes.with_info(
+                          actions.refuse_unpluggable, [fakes.with_info(
                               self.vf, 'vgpu_framework', 'mdev')])
 
     def test_guard_keys_it_by_its_pci_address(self):

@@ -3,7 +3,7 @@ physical network in the attach_info that Nova reads."""
 
 import json
 
-from nova_cyborg.objects import accelerator_request
+from nova_cyborg.model.objects import accelerator_request
 from sidecar import exception
 from sidecar.drivers import pci
 from tests.unit.sidecar import simhost

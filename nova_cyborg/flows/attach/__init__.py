@@ -1,0 +1,2 @@
+"""``addAccelerator`` and ``removeAccelerator``: nova-api, the compute's
+RPC endpoint and work, and an action interrupted or never ended."""

@@ -1,0 +1,1 @@
+"""A server's first build: its ARQs created and bound in the conductor."""
