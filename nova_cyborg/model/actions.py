@@ -16,26 +16,17 @@ from nova_cyborg.model import bookkeeping
 from nova_cyborg.model.objects import accelerator_request as arq_obj
 
 
+#: The task states of addAccelerator and removeAccelerator.
 ADDING = 'adding_accelerator'
-
-
 REMOVING = 'removing_accelerator'
-
-
 #: The compute manager methods, routed to nova_cyborg.flows.attach.compute.
 ADD_METHOD = 'add_accelerator'
-
-
 REMOVE_METHOD = 'remove_accelerator'
-
 
 TASK_STATES = {ADD_METHOD: ADDING, REMOVE_METHOD: REMOVING}
 
-
 #: System metadata: "<profile> <rp> <rc> <n>" of the allocation added.
 ALLOC_PREFIX = 'nova_cyborg_attached_alloc_'
-
-
 #: The only attach type plugged into and out of a running guest.
 HOT_PLUGGABLE = 'PCI'
 

@@ -1,10 +1,12 @@
 """What nova_cyborg keeps about a server's ARQs in its system metadata.
 
-The model of the bookkeeping, with no service call: the lists kept as
-``<prefix><n>`` keys of ``instance.system_metadata`` (which travels with
-the instance between hosts), and what they say about the server. The
-services that change them (nova_cyborg.flows.move.resize, attach, cleanup,
-evacuate) save the instance themselves.
+The one owner of what nova-cyborg records about a server's ARQs: every
+flow asks here. The lists kept as ``<prefix><n>`` keys of
+``instance.system_metadata`` (which travels with the instance between
+hosts), and what they say about the server; no service call. Callers
+save the instance themselves, but :func:`remember_retired`, which saves
+it at once (the ARQs it names are out of reach of a delete by instance
+otherwise).
 
 Lists:
 
@@ -16,7 +18,11 @@ Lists:
   addAccelerator added (nova_cyborg.flows.attach.compute);
 * ``LIVE_DEST_PREFIX``: the ARQs created for a live migration's
   destination, until it succeeds or rolls back
-  (nova_cyborg.flows.live_migration.conductor).
+  (nova_cyborg.flows.live_migration.conductor);
+* ``EARLY_PREFIX``, in the instance of the server's build request: the
+  ARQs created while the scheduler runs (nova_cyborg.flows.boot.
+  early_arqs), deleted with the server if it is deleted before a host
+  took them (:func:`early_arqs`).
 
 And the owner of the server's ARQs in Cyborg (``OWNER_KEY``). Cyborg 17
 binds no ARQ for an instance UUID that already has ARQs, and the ARQs of
@@ -38,6 +44,9 @@ RETIRED_PREFIX = 'nova_cyborg_retired_arq_'
 ATTACHED_PREFIX = 'nova_cyborg_attached_arq_'
 #: The ARQs created for a live migration's destination.
 LIVE_DEST_PREFIX = 'nova_cyborg_live_dest_arq_'
+#: System metadata of the instance in the server's build request: the ARQs
+#: created while the scheduler runs.
+EARLY_PREFIX = 'nova_cyborg_early_arq_'
 #: System metadata: the UUID the server's ARQs are bound under in Cyborg
 #: when it is its alias (absent: the server's own UUID).
 OWNER_KEY = 'nova_cyborg_arq_owner'
@@ -239,11 +248,6 @@ def remember_retired(instance, arq_uuids):
     store(instance, RETIRED_PREFIX,
           retired + [u for u in arq_uuids if u not in retired])
     instance.save()
-
-
-#: System metadata of the instance in the server's build request: the ARQs
-#: created while the scheduler runs, as ``<prefix><n>`` keys.
-EARLY_PREFIX = 'nova_cyborg_early_arq_'
 
 
 def early_arqs(build_request):

@@ -34,6 +34,12 @@ from nova_cyborg.steps import function_check
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 
+#: ARQ states in which Cyborg is done binding.
+RESOLVED = ('Bound', 'BindFailed')
+#: First pause between two reads of the ARQs, doubled up to POLL_MAX.
+POLL_FIRST = 0.1
+POLL_MAX = 2.0
+
 
 def retire(context, instance, arq_uuids):
     """Delete ARQs the instance no longer uses; remember those that fail."""
@@ -86,6 +92,17 @@ def instance_arqs(context, instance):
     return mine
 
 
+def _bind(context, instance, bindings):
+    """Bind ``{arq_uuid: (rp_uuid, hostname)}`` in the instance's project,
+    whoever acts; save who owns them if they are bound under its alias."""
+    nc_client.get_client(context, instance=instance).bind_arqs({
+        arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
+                   'instance_uuid': instance.uuid}
+        for arq_uuid, (rp_uuid, hostname) in bindings.items()})
+    if own_arqs(instance):
+        instance.save()
+
+
 def bind_and_wait(virtapi, context, instance, bindings):
     """Bind ``{arq_uuid: (rp_uuid, hostname)}`` and wait until Bound.
 
@@ -93,12 +110,7 @@ def bind_and_wait(virtapi, context, instance, bindings):
 
     :returns: those ARQs, Bound, with validated attach handles.
     """
-    nc_client.get_client(context, instance=instance).bind_arqs({
-        arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
-                   'instance_uuid': instance.uuid}
-        for arq_uuid, (rp_uuid, hostname) in bindings.items()})
-    if own_arqs(instance):
-        instance.save()
+    _bind(context, instance, bindings)
     return bound_arqs.get_bound_arqs(virtapi, context, instance,
                                      list(bindings))
 
@@ -140,17 +152,6 @@ def unpark(virtapi, context, instance, bound=()):
     instance.save()
 
 
-#: ARQ states in which Cyborg is done binding.
-RESOLVED = ('Bound', 'BindFailed')
-
-
-#: First pause between two reads of the ARQs, doubled up to POLL_MAX.
-POLL_FIRST = 0.1
-
-
-POLL_MAX = 2.0
-
-
 def bind_and_poll(context, instance, bindings, clock=time.monotonic,
                   sleep=time.sleep):
     """Bind ``{arq_uuid: (rp_uuid, hostname)}``; read until resolved.
@@ -163,12 +164,7 @@ def bind_and_poll(context, instance, bindings, clock=time.monotonic,
     :raises: AcceleratorRequestNotBound (not Bound in time, or BindFailed),
         InvalidAttachHandle, CyborgError, FunctionCheckFailed
     """
-    nc_client.get_client(context, instance=instance).bind_arqs({
-        arq_uuid: {'hostname': hostname, 'device_rp_uuid': rp_uuid,
-                   'instance_uuid': instance.uuid}
-        for arq_uuid, (rp_uuid, hostname) in bindings.items()})
-    if own_arqs(instance):
-        instance.save()
+    _bind(context, instance, bindings)
     cyclient = nc_client.get_client(context)
     deadline = clock() + CONF.arq_binding_timeout
     pause = POLL_FIRST
