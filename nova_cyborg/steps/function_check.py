@@ -40,6 +40,7 @@ from nova.scheduler.client import report
 
 from nova_cyborg.clients import cyborg as nc_client
 from nova_cyborg.i18n import _
+from nova_cyborg.model import bookkeeping
 from nova_cyborg.model import fpga_function
 
 LOG = logging.getLogger(__name__)
@@ -104,12 +105,8 @@ def record(instance, dp_name, request_groups):
         return
     if not instance.obj_attr_is_set('system_metadata'):
         instance.system_metadata = {}
-    meta = instance.system_metadata
-    for key in [k for k in meta if k.startswith(ASK_PREFIX)]:
-        del meta[key]
-    meta[PROFILE_KEY] = dp_name
-    for index, value in enumerate(values):
-        meta['%s%d' % (ASK_PREFIX, index)] = value
+    instance.system_metadata[PROFILE_KEY] = dp_name
+    bookkeeping.store(instance, ASK_PREFIX, values)
 
 
 #: What :func:`_recorded_ask` returns when nothing usable is recorded.
