@@ -28,6 +28,20 @@ def _calls(boots):
                                                      len(boots))
 
 
+def _cpu_added(side):
+    """(Nova's process, other processes): median CPU ms of an accel boot
+    less that of a plain one; None for results without CPU samples."""
+    added = []
+    for name in ('cpu.nova', 'cpu.other'):
+        values = {kind: [p[name] for p in side.get(kind + '_phases', ())
+                         if name in p] for kind in ('accel', 'plain')}
+        if not (values['accel'] and values['plain']):
+            return None
+        added.append(report.median(values['accel']) -
+                     report.median(values['plain']))
+    return tuple(added)
+
+
 def boots(ours, upstream, why=None):
     """P1, P2, P3."""
     rows = []
@@ -83,6 +97,18 @@ def boots(ours, upstream, why=None):
         note='P2 (info): what an accelerator adds to a boot on each side '
              '(median accel - median plain), insensitive to a drift of '
              'the machine between the two sides'))
+    cpu = [_cpu_added(side) for side in (ours, upstream)]
+    if None not in cpu:
+        rows.append(report.Row(
+            'P2 (info) CPU an accel boot adds, ours/upstream',
+            '%.0f ms' % sum(cpu[0]), 'upstream %.0f ms' % sum(cpu[1]),
+            report.ratio(sum(cpu[0]), sum(cpu[1])),
+            note='P2 (info) CPU: median CPU time of an accel boot less '
+                 'that of a plain one, on the whole machine; ours %.0f ms '
+                 'in Nova\'s process (every Nova service and Placement, '
+                 'one interpreter) and %.0f ms in the others (Cyborg, the '
+                 'broker), upstream %.0f and %.0f (benchmarks/'
+                 'boot_phases.py)' % (cpu[0] + cpu[1])))
     rows.append(report.Row(
         'P2 (control) plain boot ours/upstream, median',
         _ms(report.median(ours['plain'])),
