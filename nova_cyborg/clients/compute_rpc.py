@@ -55,6 +55,7 @@ transitions too.
 import threading
 
 from nova.compute import rpcapi as compute_rpcapi
+from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
 from nova.objects import base as objects_base
@@ -220,3 +221,32 @@ def cast(context, instance, method, dp_name, cap):
     _client(context, instance.host, version=METHOD_VERSIONS[method],
             version_cap=cap).cast(context, method, instance=instance,
                                   device_profile=dp_name)
+
+
+# Nova's own compute RPC: the conductor's word on a bind.
+
+_compute_api = None
+
+
+def _nova_compute_api():
+    """One nova.compute.rpcapi.ComputeAPI for this process (creating one
+    reads the minimum compute service version)."""
+    global _compute_api
+    with _ROUTER_LOCK:
+        if _compute_api is None:
+            _compute_api = compute_rpcapi.ComputeAPI()
+        return _compute_api
+
+
+def send_bind_outcome(context, instance, nodename, event):
+    """Cast ``event`` (nova_cyborg.model.bind_outcome.event) to the
+    compute of node ``nodename``, where the instance is being built,
+    through Nova's ``external_instance_event``, on the message queue of
+    the instance's cell.
+    """
+    mapping = objects.InstanceMapping.get_by_instance_uuid(
+        context, instance.uuid)
+    with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
+        host = objects.ComputeNode.get_by_nodename(cctxt, nodename).host
+        _nova_compute_api().external_instance_event(
+            cctxt, [instance], [event], host=host)

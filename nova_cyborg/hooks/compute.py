@@ -22,6 +22,7 @@ from nova_cyborg.flows.move import revert as move_revert
 from nova_cyborg.flows.move import revert_recovery
 from nova_cyborg.model import actions
 from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import bind_outcome
 from nova_cyborg.steps import arqs as arq_steps
 from nova_cyborg.steps import bound_arqs as compute
 from nova_cyborg.steps import evacuation as evacuate
@@ -59,6 +60,20 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids):
     """
     return compute.get_bound_arqs(virtapi, context, instance, arq_uuids,
                                   hand_off=True)
+
+
+def external_event(instance, event):
+    """Called by ``ComputeManager.external_instance_event()`` for an event
+    Nova has no handler of its own for, before it looks for its waiter
+    (patch 0028).
+
+    :param event: the nova.objects.InstanceExternalEvent.
+    :returns: True for the conductor's word on the bind of a build cast
+        before its bind answered, which is kept for that build
+        (nova_cyborg.model.bind_outcome); False for any other event, which
+        Nova handles as before.
+    """
+    return bind_outcome.offer(event)
 
 
 def build_failure(instance, exc):

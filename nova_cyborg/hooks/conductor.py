@@ -32,9 +32,16 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
     For a first build, :func:`start_binding` started this already in a
     thread: it is joined here, and the ARQs it gave ports with a device
     profile are set on ``requested_networks`` (the objects sent to
-    nova-compute).
+    nova-compute); or, where the compute can be told how it ended, the
+    build is cast while it runs (nova_cyborg.flows.boot.early_arqs).
     """
-    started = early_arqs.join_binding(instance.uuid, requested_networks)
+    try:
+        started = early_arqs.join_binding(context, instance,
+                                          requested_networks)
+    except exception.AcceleratorRequestBindingFailed:
+        # The bind's thread deleted its ARQs, and left the allocation.
+        conductor.free_allocation(context, instance, hostname)
+        raise
     if started is not None:
         return started
     return conductor.create_and_bind_arqs(

@@ -37,6 +37,10 @@ unpatched resource tracker leaves traits it does not know alone): the
 operator removes them (``doc/source/upgrade.rst``).
 """
 
+import threading
+import time
+from urllib import parse
+
 from keystoneauth1 import exceptions as ks_exc
 from nova import exception as nova_exception
 from nova import objects
@@ -58,6 +62,9 @@ VERSIONS = (
     ('1.1', 'live migration of a server with accelerators: the '
             'destination\'s accelerator requests bound before the move, '
             'the source\'s released after it (patches 0020a to 0020c)'),
+    ('1.2', 'a first build cast before Cyborg answers its bind: the '
+            'compute waits for the conductor\'s word on the bind '
+            '(patch 0028, nova_cyborg.model.bind_outcome)'),
 )
 
 
@@ -206,6 +213,48 @@ def check_hosts(context, operation, instance, arguments):
         except nova_exception.ComputeHostNotFound:
             return  # Nova's own checks answer that
         _check_nodes(context, host, nodes, _('destination'), wanted, error)
+
+
+#: Seconds the conductor trusts what it read of a node's traits
+#: (:func:`serves`): a rolling upgrade adds versions, and a reverted
+#: compute keeps its traits until the operator removes them.
+SERVES_CACHE_SECONDS = 300
+
+_SERVES_LOCK = threading.Lock()
+#: (node name, trait) -> (monotonic time, whether the node reports it)
+_SERVES = {}
+
+
+def serves(context, nodename, version, clock=time.monotonic):
+    """Whether compute node ``nodename`` reports capability ``version``.
+
+    Read from Placement (one ``GET /resource_providers?name=&required=``,
+    the compute node provider being named after its node), then kept for
+    :data:`SERVES_CACHE_SECONDS`. False when Placement cannot be read:
+    the caller then does what every version serves.
+    """
+    wanted = trait(version)
+    key = (nodename, wanted)
+    now = clock()
+    with _SERVES_LOCK:
+        at, answer = _SERVES.get(key, (None, None))
+    if at is not None and now - at < SERVES_CACHE_SECONDS:
+        return answer
+    client = placement_report.report_client_singleton()
+    url = '/resource_providers?%s' % parse.urlencode(
+        {'name': nodename, 'required': wanted})
+    try:
+        resp = client.get(url, version='1.18',
+                          global_request_id=context.global_id)
+        if not resp:
+            return False
+        answer = bool(resp.json().get('resource_providers'))
+    except (nova_exception.NovaException, ks_exc.ClientException,
+            ValueError):
+        return False
+    with _SERVES_LOCK:
+        _SERVES[key] = (now, answer)
+    return answer
 
 
 def check_attach(context, instance):

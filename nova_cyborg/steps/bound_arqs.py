@@ -27,6 +27,8 @@ from nova_cyborg.clients import cyborg as nc_client
 from nova_cyborg import exception
 from nova_cyborg.i18n import _
 from nova_cyborg.model import attach_handle
+from nova_cyborg.model import bind_outcome
+from nova_cyborg.model import bookkeeping
 from nova_cyborg.model.bookkeeping import arq_owner
 from nova_cyborg.model import handoff
 from nova_cyborg.steps import function_check
@@ -122,6 +124,27 @@ def check_bound(arqs, arq_uuids):
     return result
 
 
+def _conductors_word(instance):
+    """Wait for the conductor's word on a bind it did not wait for
+    (nova_cyborg.model.bind_outcome), for at most ``[DEFAULT]
+    arq_binding_timeout`` seconds.
+
+    :raises: InstanceEventTimeout; AcceleratorRequestBindingFailed with
+        the conductor's reason and the ARQs it could not delete.
+    """
+    word = bind_outcome.wait(instance.uuid, CONF.arq_binding_timeout)
+    if word is None:
+        LOG.error('The conductor did not say how the bind of the '
+                  'accelerator requests ended within %d seconds',
+                  CONF.arq_binding_timeout, instance=instance)
+        raise nova_exception.InstanceEventTimeout()
+    status, data = word
+    if status != bind_outcome.COMPLETED:
+        raise exception.AcceleratorRequestBindingFailed(
+            arqs=[u for u in data.get('arqs', '').split(',') if u],
+            msg=data.get('reason') or _('no reason given'))
+
+
 def get_bound_arqs(virtapi, context, instance, arq_uuids, hand_off=False):
     """Wait for the binding of the instance's ARQs; return them, checked.
 
@@ -134,8 +157,13 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids, hand_off=False):
     :returns: the ARQ dicts, each Bound with a validated attach handle, on
         a device holding the function its profile asks for.
     :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
-        InvalidAttachHandle, CyborgError, FunctionCheckFailed
+        InvalidAttachHandle, CyborgError, FunctionCheckFailed,
+        AcceleratorRequestBindingFailed (a build cast before its bind
+        answered, whose bind failed)
     """
+    if bind_outcome.pending(context, instance):
+        # The build was cast before Cyborg answered the conductor's bind.
+        _conductors_word(instance)
     cyclient = nc_client.get_client(context)
     if arq_uuids is None:
         arq_uuids = [arq['uuid'] for arq in
@@ -191,6 +219,18 @@ def build_failure(instance, exc):
     host. If Placement never frees it, the build is aborted (ERROR) with a
     fault naming both failures; Nova's delete then finds nothing to free.
     """
+    if isinstance(exc, exception.AcceleratorRequestBindingFailed):
+        # The conductor's bind failed (a build cast first): the ARQs it
+        # could not delete go with the server.
+        left = [u for u in exc.arqs or () if isinstance(u, str)]
+        if left:
+            try:
+                bookkeeping.remember_retired(instance, left)
+            except Exception as e:  # noqa: B902 (the fault says why)
+                LOG.error('Could not remember ARQs %(arqs)s for deletion '
+                          'with the server: %(err)s',
+                          {'arqs': ','.join(left), 'err': e},
+                          instance=instance)
     if not _reschedules(exc):
         return nova_exception.BuildAbortException(
             reason=build_fault_message(exc), instance_uuid=instance.uuid)

@@ -43,6 +43,8 @@ from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy as placement_deploy
 from testtools import content as testtools_content
 
+from nova_cyborg.model import bind_outcome
+from nova_cyborg.model import capability
 from sidecar import privileged
 from sidecar_simulator import host as simulator
 from sidecar_simulator import xrt
@@ -155,6 +157,12 @@ class AcceleratorTestBase(waits.DeadlineWaits, libvirt_base.ServersTestBase):
             _context_manager_without_cell_lock))
         self.useFixture(nova_release.NovaReleaseFixture())
         super().setUp()
+        # What this process keeps across requests: the conductor's reads
+        # of the computes' capabilities (node names are reused by every
+        # test) and the compute's kept words on binds.
+        for kept in (capability._SERVES, bind_outcome._KEPT):
+            kept.clear()
+            self.addCleanup(kept.clear)
         # Loopback sockets for what Cyborg calls.
         placement_app = placement_deploy.loadapp(
             self.placement_fixture.conf_fixture.conf)

@@ -7,6 +7,12 @@ the build (nova_cyborg.flows.boot.early_arqs). Each test holds one step of
 Nova's until Cyborg shows the ARQs in the state that step must overlap; before
 the change the step came first, so the hold ran out and the boot failed.
 ARQs created for a server that never reaches its bind are deleted.
+
+Where the compute serves capability 1.2, the conductor casts the build
+while Cyborg binds, and the compute waits for the conductor's word on the
+bind (nova_cyborg.model.bind_outcome): the bind is held until the compute
+waits, which no build could reach before; a compute that does not report
+the capability gets its build after the bind answered.
 """
 
 import inspect
@@ -17,8 +23,14 @@ from nova.conductor import manager as conductor_manager
 from nova.scheduler import manager as scheduler_manager
 from nova.tests.functional.api import client as api_client
 
+from nova import context as nova_context
+from nova import objects
+from nova.compute import resource_tracker
+
 from nova_cyborg.flows.boot import early_arqs
+from nova_cyborg.model import bind_outcome
 from tests.functional import base
+from tests.functional.harness import cast_order
 from tests.functional.harness import waits
 
 GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
@@ -81,14 +93,49 @@ class BootOverlapTest(base.AcceleratorTestBase):
         # same, the client reads the ARQs back and finds them Bound.
         def bind_ended(context, instance, cell):  # a staticmethod
             with early_arqs._lock:
-                future = early_arqs._binding.get(instance.uuid)
-            return future is not None and future.done()
+                started = early_arqs._binding.get(instance.uuid)
+            return started is not None and started.future.done()
         seen = self.hold(
             conductor_manager.ComputeTaskManager, '_map_instance_to_cell',
             bind_ended, 'the bind before the server is mapped to its cell')
         server = self.boot(self.flavor)
         self.assert_accelerated(server, 1)
         self.assertEqual([True], seen)
+
+    def marks(self, server):
+        """The server's cast-first mark, as saved in its cell."""
+        instance = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), server['id'],
+            expected_attrs=['system_metadata'])
+        return instance.system_metadata.get(bind_outcome.KEY)
+
+    def test_build_cast_while_cyborg_binds(self):
+        order = self.useFixture(cast_order.CastFirst())
+        server = self.boot(self.flavor)
+        self.assert_accelerated(server, 1)
+        self.assertEqual('compute waits', order.first(server['id']))
+        self.assertIsNone(self.marks(server))
+        self._delete_server(server)
+        self.assert_nothing_left(server['id'])
+
+    def test_compute_without_the_capability_gets_a_bound_build(self):
+        # The compute stands for one of an older nova-cyborg: it does not
+        # report capability 1.2, which the operator removes from Placement.
+        real = resource_tracker.ResourceTracker._get_traits
+        self.useFixture(fixtures.MockPatchObject(
+            resource_tracker.ResourceTracker, '_get_traits',
+            lambda rt, *args, **kwargs: [
+                t for t in real(rt, *args, **kwargs)
+                if t != 'CUSTOM_NOVA_CYBORG_1_2']))
+        rp = self._get_provider_uuid_by_host('compute1')
+        self._set_provider_traits(rp, [
+            t for t in self._get_provider_traits(rp)
+            if t != 'CUSTOM_NOVA_CYBORG_1_2'])
+        order = self.useFixture(cast_order.Order())
+        server = self.boot(self.flavor)
+        self.assert_accelerated(server, 1)
+        self.assertEqual('bind answered', order.first(server['id']))
+        self.assertIsNone(self.marks(server))
 
     def test_server_deleted_while_scheduling_leaves_no_arq(self):
         done = []

@@ -27,8 +27,9 @@ from tests.functional import test_live_migration  # noqa: E402
 
 V1_0 = 'CUSTOM_NOVA_CYBORG_1_0'
 V1_1 = 'CUSTOM_NOVA_CYBORG_1_1'
-UNPATCHED = (V1_0, V1_1)
-OLDER = (V1_1,)
+V1_2 = 'CUSTOM_NOVA_CYBORG_1_2'
+UNPATCHED = (V1_0, V1_1, V1_2)
+OLDER = (V1_1, V1_2)
 
 
 class MixedVersionsTest(test_live_migration.VFHosts):

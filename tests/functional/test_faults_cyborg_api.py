@@ -38,9 +38,15 @@ Cases and outcomes:
   bound to nothing, holding no device: Nova cannot tell it from an ARQ
   someone else made, so neither nova-compute nor the sweep of deleted
   servers' ARQs touches it.
-* bind unreachable, slow or 5xx: ERROR with the reason (``PATCH
-  /accelerator_requests``); the conductor deletes the ARQ (when slow, Cyborg
-  had bound it meanwhile) and frees the allocation.
+* bind unreachable, slow or 5xx, the build cast before the bind answered
+  (the compute waits for the conductor's word on it): ERROR, fault "Build
+  of instance <uuid> aborted: Failure getting accelerator requests: Failed
+  to bind accelerator requests: <reason>" (``PATCH
+  /accelerator_requests``), no reschedule; the conductor deletes the ARQ
+  (when slow, Cyborg had bound it meanwhile) and nova-compute frees the
+  allocation.
+* bind 5xx, the compute not told (it does not report capability 1.2):
+  the conductor fails the build with the reason, as before.
 * bind 5xx, then the conductor's delete of its new ARQ unreachable: ERROR
   with the reason, the allocation is freed; the conductor keeps the ARQ's
   UUID with the server, and deleting the server deletes it.
@@ -76,6 +82,7 @@ import requests  # noqa: E402
 from nova_cyborg.clients import cyborg as nc_client  # noqa: E402
 from nova_cyborg.clients import cyborg_http  # noqa: E402
 from nova_cyborg.flows.cleanup import sweep  # noqa: E402
+from tests.functional.harness import cast_order  # noqa: E402
 from tests.functional.harness import loopback  # noqa: E402
 from tests.functional.harness import waits  # noqa: E402
 
@@ -442,10 +449,14 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         ``texts``; nothing is left but the server, which is deleted; a
         boot then works. Return (Redirect, FaultyCyborg or None).
 
-        A failing read (``get``): Cyborg binds once nova-compute waits."""
+        A failing read (``get``): Cyborg binds once nova-compute waits. A
+        failing bind: the build is cast first, and Cyborg gets the bind
+        once nova-compute waits for the conductor's word on it."""
         redirect, cyborg = self.fault(call, mode)
         order = self.useFixture(BindOrder(self, 'after')) \
             if call == 'get' else None
+        if call == 'bind':
+            self.useFixture(cast_order.CastFirst())
         with redirect:
             server = self.wait_idle(self.post_server(), 'ERROR')
         if order:
@@ -612,16 +623,33 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
         self.assertEqual(['PATCH /accelerator/v2/accelerator_requests'],
                          cyborg.seen)
 
+    def test_bind_5xx_joined(self):
+        # A compute that cannot be told how the bind ended (capability
+        # 1.2) gets the build once it answered: the conductor fails it.
+        self.useFixture(cast_order.Joined())
+        redirect, _cyborg = self.fault('bind', '5xx')
+        with redirect:
+            server = self.wait_idle(self.post_server(), 'ERROR')
+        message = self.assert_fault(server,
+                                    'Cyborg answered HTTP 503 to PATCH')
+        self.assertNotIn('Build of instance', message)
+        self.wait_clean()
+        self.assertEqual({}, self.allocations(server['id']))
+        self._delete_server(server)
+        self.assert_recovers()
+
     def test_bind_5xx_and_cleanup_unreachable(self):
         # Cyborg answers 503 to the bind, then refuses the connection when
         # the conductor deletes the ARQ it created.
+        self.useFixture(cast_order.CastFirst())
         bind, _cyborg = self.fault('bind', '5xx')
         cleanup, _none = self.fault('cleanup', 'refused')
         with bind, cleanup:
             server = self.wait_idle(self.post_server(), 'ERROR')
         self.assert_fault(server, 'Cyborg answered HTTP 503 to PATCH')
-        # Together, then one by one; each call retried, then logged.
-        self.assertEqual(2, cleanup.calls)
+        # Together, then one by one; each call retried, then logged: by
+        # the conductor, then by nova-compute as it fails the build.
+        self.assertEqual(4, cleanup.calls)
         self.assertEqual({}, self.allocations(server['id']))
         # The conductor remembered the ARQ it could not delete: deleting
         # the server deletes it.

@@ -23,7 +23,7 @@ from tests.functional import test_lifecycle  # noqa: E402
 #: version it serves; a server with accelerators needs 1.0 for all but
 #: live migration.
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
-TRAITS = {TRAIT, 'CUSTOM_NOVA_CYBORG_1_1'}
+TRAITS = {TRAIT, 'CUSTOM_NOVA_CYBORG_1_1', 'CUSTOM_NOVA_CYBORG_1_2'}
 
 
 class UpgradeTest(test_lifecycle.ServerWithAcceleratorBase):

@@ -20,6 +20,7 @@ from nova_cyborg.model import capability
 
 TRAIT = 'CUSTOM_NOVA_CYBORG_1_0'
 LIVE = 'CUSTOM_NOVA_CYBORG_1_1'
+CAST_FIRST = 'CUSTOM_NOVA_CYBORG_1_2'
 
 
 def _instance(extra_specs, system_metadata=None):
@@ -32,10 +33,12 @@ class TraitTest(test.NoDBTestCase):
 
     def test_versions_are_data(self):
         self.assertEqual(TRAIT, capability.TRAIT)
-        self.assertEqual((TRAIT, LIVE), capability.TRAITS)
-        self.assertEqual(['1.0', '1.1'],
+        self.assertEqual((TRAIT, LIVE, CAST_FIRST), capability.TRAITS)
+        self.assertEqual(['1.0', '1.1', '1.2'],
                          [v for v, _what in capability.VERSIONS])
         self.assertIn('live migration', capability.VERSIONS[1][1])
+        self.assertIn('before Cyborg answers its bind',
+                      capability.VERSIONS[2][1])
 
     def _synced(self, driver_class, traits):
         """The traits of a node of ``driver_class``, as

@@ -1,6 +1,7 @@
 """Creating and binding ARQs in the conductor, against recorded HTTP."""
 
 from unittest import mock
+from urllib import parse
 
 import fixtures
 from nova.compute import vm_states
@@ -11,12 +12,14 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_cyborg import exception
 from nova_cyborg.flows.boot import conductor
 from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import capability
 from tests.unit import test_client
 
 ARQS = test_client.ARQS
 
 
-class CreateAndBindTest(test_client.ClientTestBase):
+class CreateAndBindBase(test_client.ClientTestBase):
+    """A conductor with recorded HTTP, Placement and the allocations."""
 
     def setUp(self):
         super().setUp()
@@ -34,6 +37,10 @@ class CreateAndBindTest(test_client.ClientTestBase):
         self.requests.delete(ARQS, status_code=204)
         self.freed = []
         self.delete_failures = 0
+        #: The traits of each node's provider, for capability.serves().
+        self.node_traits = {}
+        self.placement_reads = []
+        self.addCleanup(capability._SERVES.clear)
         self.useFixture(fixtures.MockPatch(
             'nova_cyborg.clients.allocations.FREE_BACKOFF', 0))
         self.useFixture(fixtures.MonkeyPatch(
@@ -50,6 +57,16 @@ class CreateAndBindTest(test_client.ClientTestBase):
                 consumer_uuid=uuid, error='Deadlock found')
         self.freed.append((uuid, force))
 
+    def get(self, url, version=None, global_request_id=None):
+        """``GET /resource_providers?name=&required=`` of the report
+        client (capability.serves)."""
+        self.placement_reads.append(url)
+        query = parse.parse_qs(parse.urlsplit(url).query)
+        name, required = query['name'][0], query['required'][0]
+        found = required in self.node_traits.get(name, ())
+        return mock.Mock(__bool__=lambda _self: True, json=lambda: {
+            'resource_providers': [{'name': name}] if found else []})
+
     def remove_provider_tree_from_instance_allocation(self, context, uuid,
                                                       root_rp_uuid):
         self.freed.append((uuid, root_rp_uuid))
@@ -62,6 +79,9 @@ class CreateAndBindTest(test_client.ClientTestBase):
     def methods(self):
         return [(r.method, r.qs.get('arqs')) for r in
                 self.requests.request_history]
+
+
+class CreateAndBindTest(CreateAndBindBase):
 
     def test_create_and_bind(self):
         self.requests.patch(ARQS, status_code=202)

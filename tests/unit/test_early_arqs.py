@@ -146,7 +146,8 @@ class EarlyArqsTest(test_conductor.CreateAndBindTest):
         self.assertIsNot(self.instance, copy)
         self.assertEqual(self.instance.uuid, copy.uuid)
         self.assertIsNot(self.spec, spec)
-        self.assertEqual({'record': False}, kwargs)
+        self.assertEqual({'record': False, 'free_on_failure': False},
+                         kwargs)
         save.assert_not_called()
         self.assertEqual({}, self.instance.system_metadata)
         exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,

@@ -86,7 +86,7 @@ def _port_bindings(cyclient, instance, hostname, mapping, requested_networks,
     return bindings
 
 
-def _free_allocation(context, instance, nodename):
+def free_allocation(context, instance, nodename):
     """Free what the scheduler allocated on ``nodename`` for the instance.
 
     An instance not yet on a host loses its whole allocation. An instance
@@ -136,7 +136,8 @@ def retire(instance, arq_uuids):
 
 
 def create_and_bind_arqs(context, instance, hostname, request_spec,
-                         requested_networks=None, record=True):
+                         requested_networks=None, record=True,
+                         free_on_failure=True):
     """Create the instance's ARQs, map them to providers, start binding.
 
     :param hostname: the selected node's name, as Cyborg knows the host.
@@ -148,6 +149,10 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
         copies and never saves: the ARQs it could not delete travel in the
         raised exception's ``arqs`` and the conductor's thread records them
         (nova_cyborg.hooks.conductor.build_arqs_failed).
+    :param free_on_failure: free the allocation of ``hostname`` when this
+        fails (see :func:`free_allocation`). False in the early bind's
+        worker thread: the conductor's thread frees it when it joins the
+        failed bind, nova-compute when the build was cast first.
     :returns: the UUIDs of the ARQs whose binding was started; None for
         a server with nothing for nova-cyborg to create (no device profile
         in its flavor or ports, nothing attached that an evacuation takes
@@ -189,7 +194,8 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
         left = cyclient.delete_arqs_by_uuid(created)
         if record:
             retire(instance, left)
-        _free_allocation(context, instance, hostname)
+        if free_on_failure:
+            free_allocation(context, instance, hostname)
         raise exception.AcceleratorRequestBindingFailed(
             arqs=[] if record else left, msg=msg)
     LOG.info('Started binding ARQs %s on %s', ','.join(bindings), hostname,

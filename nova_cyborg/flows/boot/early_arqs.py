@@ -18,13 +18,29 @@ lazy-load its fields), and saving nothing (what the server must remember
 is recorded by the conductor's thread, in the server's cell): Cyborg
 binds while the conductor records the server (its
 action, block device mappings, tags, cell mapping), and the conductor
-joins the bind (:func:`take_binding`) before it casts the build, so a
-failed bind still fails the build in the conductor, as before. Cyborg's
+joins the bind (:func:`join_binding`) before it casts the build, so a
+failed bind fails the build in the conductor, as before, unless the build
+is cast first (below). Cyborg's
 bind event may reach nova-api before the server is mapped to its cell:
 nova-api fails it (HTTP 500) and Cyborg answers the bind with 400, yet the
 ARQs are Bound; the client reads them back and goes on
 (``Client.bind_arqs``), and nova-compute reads the ARQs once it waits for
 their events, and finds them Bound (nova_cyborg.steps.bound_arqs).
+
+Cast first: when the chosen compute serves capability 1.2
+(:func:`nova_cyborg.model.capability.serves`) and the server has no port
+with a device profile (those ports' ARQs are created in the bind, and
+their UUIDs go with the build), :func:`join_binding` waits only for the
+ARQs created while the scheduler ran, marks the server
+(:func:`nova_cyborg.model.bind_outcome.mark`) and returns their UUIDs:
+the build is cast while Cyborg binds. When Cyborg answers, the bind's
+thread sends the compute the conductor's word
+(:func:`nova_cyborg.model.bind_outcome.event`, through
+:func:`nova_cyborg.clients.compute_rpc.send_bind_outcome`): completed, or
+failed with the reason once it deleted the ARQs; the compute waits for it
+before it uses the ARQs and fails the build without a reschedule, as the
+conductor did. A bind that ended before the conductor got to join it is
+joined as before, and so is every bind where the compute cannot be told.
 
 ARQs that nobody took (no host found, the server deleted during
 scheduling, any other failure of the build before its bind) are deleted
@@ -45,9 +61,14 @@ from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_cyborg.clients import allocations
+from nova_cyborg.clients import compute_rpc
 from nova_cyborg.clients import cyborg as nc_client
 from nova_cyborg import compat
+from nova_cyborg import exception
+from nova_cyborg.model import bind_outcome
 from nova_cyborg.model import bookkeeping
+from nova_cyborg.model import capability
 
 LOG = logging.getLogger(__name__)
 
@@ -55,8 +76,10 @@ DP_EXTRA_SPEC = 'accel:device_profile'
 
 #: instance UUID -> Future of the created ARQs (list of ARQ dicts).
 _pending = {}
-#: instance UUID -> Future of the bound ARQs' UUIDs.
+#: instance UUID -> _Bind of the bind started for it.
 _binding = {}
+#: The capability version a compute needs for a build cast first.
+CAST_FIRST_VERSION = '1.2'
 _lock = threading.Lock()
 
 
@@ -135,38 +158,98 @@ def _spawn(func, *args):
         return None
 
 
+class _Bind(object):
+    """A bind started in a thread (:func:`start_binding`)."""
+
+    def __init__(self, created, hostname, castable):
+        #: Future of the ARQs created while the scheduler ran, or None.
+        self.created = created
+        self.hostname = hostname
+        #: Whether the build may be cast before the bind answers.
+        self.castable = castable
+        self.future = None
+        self.lock = threading.Lock()
+        #: Set by the conductor's thread: the build was cast without
+        #: waiting; the bind's thread reports its end to the compute.
+        self.cast_first = False
+        #: Set by the bind's thread once the bind ended.
+        self.ended = False
+
+
 def start_binding(bind, context, instance, hostname, request_spec,
                   requested_networks=None):
     """Start ``bind`` (nova_cyborg.flows.boot.conductor.create_and_bind_arqs)
-    for a server with a device profile or a port with one; :func:`take_binding`
-    joins it. Nothing for any other server.
+    for a server with a device profile or a port with one; :func:`join_binding`
+    joins it or leaves it to its thread. Nothing for any other server.
     """
     dp_name = instance.flavor.extra_specs.get(DP_EXTRA_SPEC)
     ports = [net for net in requested_networks or []
              if net.port_id and net.device_profile]
     if not dp_name and not ports:
         return
-    future = _spawn(_bind_copies, bind, context, instance.obj_clone(),
-                    hostname, request_spec.obj_clone(),
-                    requested_networks.obj_clone()
-                    if requested_networks is not None else None)
-    if future is not None:
+    with _lock:
+        created = _pending.get(instance.uuid)
+    started = _Bind(created, hostname, castable=bool(
+        created is not None and dp_name and not ports))
+    started.future = _spawn(
+        _bind_copies, started, bind, context, instance.obj_clone(),
+        hostname, request_spec.obj_clone(),
+        requested_networks.obj_clone()
+        if requested_networks is not None else None)
+    if started.future is not None:
         with _lock:
-            _binding[instance.uuid] = future
+            _binding[instance.uuid] = started
 
 
-def _bind_copies(bind, context, instance, hostname, request_spec,
+def _bind_copies(started, bind, context, instance, hostname, request_spec,
                  requested_networks):
-    """The worker: ``bind`` on the copies, recording nothing.
+    """The worker: ``bind`` on the copies, recording nothing and freeing
+    no allocation (the conductor's thread does when it joins a failed
+    bind, nova-compute when the build was cast first).
 
     :returns: (the UUIDs of the bound ARQs, {port ID: ARQ UUID} of the
         ports with a device profile): ``bind`` sets ``arq_uuid`` on the
         copies of the requested networks, which the conductor's thread
         must give its own (:func:`join_binding`).
     """
-    uuids = bind(context, instance, hostname, request_spec,
-                 requested_networks, record=False)
+    try:
+        uuids = bind(context, instance, hostname, request_spec,
+                     requested_networks, record=False,
+                     free_on_failure=False)
+    except Exception as e:
+        if not _ended(started):
+            raise
+        _tell_compute(context, instance, hostname, bind_outcome.FAILED, e)
+        return [], {}
+    if _ended(started):
+        _tell_compute(context, instance, hostname, bind_outcome.COMPLETED)
     return uuids, port_arqs(requested_networks)
+
+
+def _ended(started):
+    """Note that the bind ended; whether the build was cast first."""
+    with started.lock:
+        started.ended = True
+        return started.cast_first
+
+
+def _tell_compute(context, instance, nodename, status, exc=None):
+    """Send the compute the conductor's word on the bind. Never raises:
+    a compute that never hears fails the build when its wait for the word
+    times out."""
+    reason, arqs = None, ()
+    if exc is not None:
+        reason = exception.reason(exc, 'msg')
+        arqs = [u for u in getattr(exc, 'arqs', None) or ()
+                if isinstance(u, str)]
+    try:
+        compute_rpc.send_bind_outcome(
+            context, instance, nodename,
+            bind_outcome.event(instance.uuid, status, reason, arqs))
+    except Exception as e:  # noqa: B902 (logged; the compute times out)
+        LOG.error('Could not tell the compute that the bind of the '
+                  'accelerator requests %(status)s: %(err)s',
+                  {'status': status, 'err': e}, instance=instance)
 
 
 def port_arqs(requested_networks):
@@ -177,15 +260,40 @@ def port_arqs(requested_networks):
 
 
 def take_binding(instance_uuid):
-    """The bind started for the server, or None; ``.result()`` waits for
-    it: (the UUIDs of the bound ARQs, {port ID: ARQ UUID}), or what it
-    raised."""
+    """The bind started for the server (a _Bind), or None."""
     with _lock:
         return _binding.pop(instance_uuid, None)
 
 
-def join_binding(instance_uuid, requested_networks):
-    """Wait for the bind started for the server (:func:`start_binding`).
+def _cast_first(context, instance, started):
+    """Leave the bind to its thread, if the build may be cast first.
+
+    :returns: the UUIDs of the ARQs being bound, or None when the build
+        must wait for the bind (it cannot be cast first, the compute
+        cannot be told, the creation failed, the bind ended already).
+    """
+    if not started.castable or started.future.done():
+        return None
+    if not capability.serves(context, started.hostname, CAST_FIRST_VERSION):
+        return None
+    try:
+        created = started.created.result()
+    except Exception:  # noqa: B902 (the bind raises it too: joined)
+        return None
+    with started.lock:
+        if started.ended:
+            return None
+        started.cast_first = True
+    bind_outcome.mark(context, instance, started.hostname)
+    uuids = [arq.get('uuid') for arq in created]
+    LOG.info('Casting the build while Cyborg binds ARQs %s',
+             ','.join(uuids), instance=instance)
+    return uuids
+
+
+def join_binding(context, instance, requested_networks):
+    """Wait for the bind started for the server (:func:`start_binding`),
+    or leave it to its thread (cast first, above).
 
     The ARQ UUIDs the bind gave the ports with a device profile are set on
     ``requested_networks``, the conductor's own objects that go to
@@ -193,18 +301,30 @@ def join_binding(instance_uuid, requested_networks):
     interfaces need them), as upstream's bind in the conductor's thread
     set them.
 
-    :returns: the UUIDs of the bound ARQs, or None when no bind was
-        started for the server.
+    :returns: the UUIDs of the bound (or being bound) ARQs, or None when
+        no bind was started for the server.
     :raises: what the bind raised.
     """
-    started = take_binding(instance_uuid)
+    started = take_binding(instance.uuid)
     if started is None:
         return None
-    uuids, given = started.result()
+    uuids = _cast_first(context, instance, started)
+    if uuids is not None:
+        return uuids
+    uuids, given = started.future.result()
     for net in requested_networks or []:
         if net.port_id in given:
             net.arq_uuid = given[net.port_id]
     return uuids
+
+
+def _free(context, instance_uuid):
+    try:
+        allocations.free(context, instance_uuid)
+    except Exception as e:  # noqa: B902 (logged)
+        LOG.error('Could not free the allocation of server %(uuid)s after '
+                  'its bind failed: %(err)s',
+                  {'uuid': instance_uuid, 'err': e})
 
 
 def discard(context, instance_uuids):
@@ -219,8 +339,15 @@ def discard(context, instance_uuids):
             created = _pending.pop(instance_uuid, None)
             bound = _binding.pop(instance_uuid, None)
         try:
-            # A failed bind deleted its ARQs and freed the allocation.
-            uuids = list(bound.result()[0]) if bound else []
+            uuids = []
+            if bound:
+                try:
+                    uuids = list(bound.future.result()[0])
+                except Exception:  # noqa: B902 (it deleted its ARQs)
+                    # The server was not built: nothing holds its
+                    # allocation any more (retried: see allocations.free).
+                    _free(context, instance_uuid)
+                    raise
             if created:
                 uuids += [arq.get('uuid') for arq in created.result()]
         except Exception:  # noqa: B902 (raised to nobody: it had no use)
