@@ -12,12 +12,10 @@ boots of each kind are measured (default 20). The phases of each boot
 creation of ARQs while the scheduler runs and the bind while the
 conductor records the server (nova_cyborg.flows.boot.early_arqs): the boot path
 as it was before them, for a before/after comparison.
-``NOVA_CYBORG_BENCH_CAST_FIRST=1`` (patched side) is a what-if, never a
-product mode: the conductor casts the build as soon as the ARQs exist,
-without waiting for Cyborg to answer the bind (:func:`cast_first`); it
-has no failure handling at all (a failed bind would leave the compute
-waiting), and says what taking the bind off the critical path would win
-at best (benchmarks.cast_first).
+``NOVA_CYBORG_BENCH_CAST_FIRST=0`` turns off, on the patched side, the
+cast of the build before Cyborg answers its bind (capability 1.2): the
+conductor joins the bind as for a compute that does not report it
+(benchmarks.cast_first compares the two).
 """
 
 import os
@@ -32,32 +30,11 @@ WARMUP = 2
 GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'}]
 
 
-def cast_first(test):
-    """Install the what-if above: the bind goes on in its thread, and the
-    build is cast with the ARQs created while the scheduler ran."""
-    from nova_cyborg.flows.boot import early_arqs
-    from nova_cyborg.hooks import conductor as hooks
-    created = {}
-    start_binding = early_arqs.start_binding
-    join = hooks.create_and_bind_arqs
-
-    def start(bind, context, instance, *args, **kwargs):
-        with early_arqs._lock:
-            created[instance.uuid] = early_arqs._pending.get(instance.uuid)
-        return start_binding(bind, context, instance, *args, **kwargs)
-
-    def create_and_bind_arqs(context, instance, *args, **kwargs):
-        future = created.pop(instance.uuid, None)
-        if future is None:
-            return join(context, instance, *args, **kwargs)
-        early_arqs.take_binding(instance.uuid)  # not joined, not discarded
-        return [arq['uuid'] for arq in future.result()]
-
-    test.useFixture(fixtures.MonkeyPatch(
-        'nova_cyborg.flows.boot.early_arqs.start_binding', start))
-    test.useFixture(fixtures.MonkeyPatch(
-        'nova_cyborg.hooks.conductor.create_and_bind_arqs',
-        create_and_bind_arqs))
+def joined(test):
+    """Every bind joined before the build is cast, as for a compute without
+    capability 1.2."""
+    test.useFixture(fixtures.MockPatch(
+        'nova_cyborg.model.capability.serves', return_value=False))
 
 
 class BootBench(harness.BenchBase):
@@ -73,9 +50,9 @@ class BootBench(harness.BenchBase):
                 'nova_cyborg.flows.boot.early_arqs.start_binding',
                 lambda *args, **kwargs: None))
             self.addCleanup(early_arqs._pending.clear)
-        cast = os.environ.get('NOVA_CYBORG_BENCH_CAST_FIRST') == '1'
-        if self.PATCHED and cast:
-            cast_first(self)
+        cast = os.environ.get('NOVA_CYBORG_BENCH_CAST_FIRST', '1') == '1'
+        if self.PATCHED and not cast:
+            joined(self)
         self.start_accel_compute('compute1', num_vfs=4)
         _name, accel = self.create_profile_flavor(GROUPS)
         plain = self._create_flavor(name='plain')

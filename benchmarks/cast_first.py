@@ -1,20 +1,16 @@
-"""What taking the bind off the critical path would win: a what-if.
+"""What casting a build before its bind answers wins: joined against cast
+first, in one run.
 
 ``python -m benchmarks.cast_first [--boots N]`` (in the bench environment)
 runs the boots benchmark (benchmarks.boots) on the patched side only, in
-rounds that alternate the boot path as it is (the conductor joins
-Cyborg's bind before it casts the build) with the what-if of
-:func:`benchmarks.boots.cast_first` (the build is cast as soon as the ARQs
-exist; nova-compute waits for the bind as it does now), so that a drift of
-the machine weighs on both alike. It writes ``results/cast_first.md`` and
-``.json``: per setting, the boots' medians, what an accelerator adds to
-a boot, where the time goes (benchmarks.boot_phases) and the CPU the
-accelerator adds.
-
-The what-if has no failure handling: it measures the best that casting
-first can do, to decide whether the mechanism a real one needs (the
-compute told of a failed bind, a capability for computes that can be told)
-is worth its risk on this machine.
+rounds that alternate the boot path where the conductor joins Cyborg's
+bind before it casts the build (``NOVA_CYBORG_BENCH_CAST_FIRST=0``, as for
+a compute without capability 1.2) with the path where it casts first and
+the compute waits for the conductor's word on the bind
+(nova_cyborg.flows.boot.early_arqs), so that a drift of the machine weighs
+on both alike. It writes ``results/cast_first.md`` and ``.json``: per
+setting, the boots' medians, what an accelerator adds to a boot, where
+the time goes (benchmarks.boot_phases) and the CPU the accelerator adds.
 """
 
 import argparse
@@ -83,7 +79,7 @@ def main(argv=None):
     with open(base + '.json', 'w') as f:
         json.dump({'load_average': load, 'raw': merged}, f, indent=1,
                   sort_keys=True)
-    text = ['# What-if: the build cast before the bind answers',
+    text = ['# Joined or cast first: the build and Cyborg\'s bind',
             '',
             '`python -m benchmarks.cast_first --boots %d` (patched side, '
             '%d rounds alternating the settings); load average at the '

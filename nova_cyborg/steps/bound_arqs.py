@@ -17,6 +17,8 @@ read is handed to the guest's start check of the same request
 (nova_cyborg.model.handoff), which does not read it again.
 """
 
+import functools
+
 from oslo_log import log as logging
 
 import nova.conf
@@ -46,8 +48,13 @@ def _on_failed_event(event_name, instance):
                                                state='BindFailed')
 
 
-def _wait(virtapi, cyclient, instance, arq_uuids):
+def _wait(virtapi, cyclient, instance, arq_uuids, first=None):
     """Wait until Cyborg resolved every ARQ of ``arq_uuids``.
+
+    :param first: called once the bind events are waited for, before the
+        ARQs are read (the wait for the conductor's word on a bind the
+        build was cast before: Cyborg's events that come meanwhile reach
+        their waiter).
 
     :returns: the resolved ARQs read as the wait began if they include
         every one of ``arq_uuids`` (nothing was left to wait for, so they
@@ -59,6 +66,8 @@ def _wait(virtapi, cyclient, instance, arq_uuids):
         with virtapi.wait_for_instance_event(
                 instance, events, timeout=CONF.arq_binding_timeout,
                 error_callback=_on_failed_event):
+            if first is not None:
+                first()
             resolved = _read_resolved(cyclient, instance)
             # Events for ARQs resolved before we started waiting are lost.
             early = [(EVENT_NAME, arq['uuid']) for arq in resolved or ()
@@ -124,20 +133,26 @@ def check_bound(arqs, arq_uuids):
     return result
 
 
+class NoWordOnTheBind(nova_exception.NovaException):
+    """The conductor did not say how the bind of a build cast before it
+    answered ended (not an InstanceEventTimeout: Cyborg's events are not
+    what is missing, and ARQs Bound all the same are not to be used)."""
+
+    msg_fmt = _('The conductor did not say how the bind of the accelerator '
+                'requests ended within %(timeout)d seconds')
+
+
 def _conductors_word(instance):
     """Wait for the conductor's word on a bind it did not wait for
     (nova_cyborg.model.bind_outcome), for at most ``[DEFAULT]
     arq_binding_timeout`` seconds.
 
-    :raises: InstanceEventTimeout; AcceleratorRequestBindingFailed with
-        the conductor's reason and the ARQs it could not delete.
+    :raises: NoWordOnTheBind; AcceleratorRequestBindingFailed with the
+        conductor's reason and the ARQs it could not delete.
     """
     word = bind_outcome.wait(instance.uuid, CONF.arq_binding_timeout)
     if word is None:
-        LOG.error('The conductor did not say how the bind of the '
-                  'accelerator requests ended within %d seconds',
-                  CONF.arq_binding_timeout, instance=instance)
-        raise nova_exception.InstanceEventTimeout()
+        raise NoWordOnTheBind(timeout=CONF.arq_binding_timeout)
     status, data = word
     if status != bind_outcome.COMPLETED:
         raise exception.AcceleratorRequestBindingFailed(
@@ -159,18 +174,19 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids, hand_off=False):
     :raises: InstanceEventTimeout, AcceleratorRequestNotBound,
         InvalidAttachHandle, CyborgError, FunctionCheckFailed,
         AcceleratorRequestBindingFailed (a build cast before its bind
-        answered, whose bind failed)
+        answered, whose bind failed), NoWordOnTheBind
     """
-    if bind_outcome.pending(context, instance):
-        # The build was cast before Cyborg answered the conductor's bind.
-        _conductors_word(instance)
+    # A build cast before Cyborg answered the conductor's bind waits for
+    # the conductor's word on it first.
+    first = (functools.partial(_conductors_word, instance)
+             if bind_outcome.pending(context, instance) else None)
     cyclient = nc_client.get_client(context)
     if arq_uuids is None:
         arq_uuids = [arq['uuid'] for arq in
                      cyclient.get_arqs_for_instance(arq_owner(instance))]
     if not arq_uuids:
         return []
-    arqs = _wait(virtapi, cyclient, instance, arq_uuids)
+    arqs = _wait(virtapi, cyclient, instance, arq_uuids, first)
     if arqs is None:
         arqs = cyclient.get_arqs_for_instance(arq_owner(instance))
     read = arqs
@@ -185,7 +201,8 @@ def get_bound_arqs(virtapi, context, instance, arq_uuids, hand_off=False):
 
 def build_fault_message(exc):
     """The reason a build failed while getting its accelerators."""
-    if isinstance(exc, nova_exception.InstanceEventTimeout):
+    if isinstance(exc, (nova_exception.InstanceEventTimeout,
+                        NoWordOnTheBind)):
         return _('Timed out after %d seconds waiting for Cyborg to bind the '
                  'accelerator requests') % CONF.arq_binding_timeout
     if isinstance(exc, nova_exception.NovaException):

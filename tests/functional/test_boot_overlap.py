@@ -16,6 +16,7 @@ the capability gets its build after the bind answered.
 """
 
 import inspect
+import threading
 
 import fixtures
 
@@ -27,6 +28,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.compute import resource_tracker
 
+from nova_cyborg import exception
 from nova_cyborg.flows.boot import early_arqs
 from nova_cyborg.model import bind_outcome
 from tests.functional import base
@@ -117,6 +119,31 @@ class BootOverlapTest(base.AcceleratorTestBase):
         self.assertIsNone(self.marks(server))
         self._delete_server(server)
         self.assert_nothing_left(server['id'])
+
+    def test_no_word_from_the_conductor_aborts_the_build(self):
+        # The conductor's bind never ends (a conductor that stopped while
+        # Cyborg bound): the compute gives up after arq_binding_timeout,
+        # without a reschedule, and leaves nothing behind.
+        self.flags(arq_binding_timeout=5)
+        ended = threading.Event()
+        self.addCleanup(ended.set)
+
+        def bind(cyclient, bindings):
+            waits.wait_until(ended.is_set, 'the end of the test',
+                             timeout=HOLD)
+            raise exception.CyborgError(op='bind', msg='stopped')
+        self.useFixture(cast_order.CastFirst(bind=bind))
+        body = self._build_server(flavor_id=self.flavor,
+                                  image_uuid=base.IMAGE, networks='none')
+        server = self._wait_for_state_change(
+            self.api.post_server({'server': body}), 'ERROR')
+        self.assertIn('Timed out after 5 seconds waiting for Cyborg to '
+                      'bind', server['fault']['message'])
+        self.assertIn('aborted', server['fault']['message'])
+        waits.wait_until(lambda: self.cyborg.list_arqs() == [],
+                         'the ARQ deleted by nova-compute')
+        self.assertEqual({}, self.allocations(server['id']))
+        self._delete_server(server)
 
     def test_compute_without_the_capability_gets_a_bound_build(self):
         # The compute stands for one of an older nova-cyborg: it does not

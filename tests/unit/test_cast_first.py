@@ -222,8 +222,12 @@ class ComputeWaitsForTheWordTest(test.NoDBTestCase):
         self.instance = objects.Instance(uuid=uuids.inst, node='node1',
                                          system_metadata={})
         bind_outcome.mark(self.context, self.instance, 'node1')
-        self.wait = self.useFixture(fixtures.MockPatchObject(
-            bound_arqs, '_wait', return_value=[])).mock
+        self.virtapi = mock.Mock()
+        self.virtapi.wait_for_instance_event.return_value = (
+            mock.MagicMock())
+        self.read = self.useFixture(fixtures.MockPatchObject(
+            bound_arqs, '_read_resolved', return_value=[
+                {'uuid': uuids.a0, 'state': 'Bound'}])).mock
         self.useFixture(fixtures.MockPatch(
             'nova_cyborg.clients.cyborg.get_client'))
         self.useFixture(fixtures.MockPatchObject(
@@ -232,13 +236,16 @@ class ComputeWaitsForTheWordTest(test.NoDBTestCase):
             'nova_cyborg.steps.function_check.check'))
 
     def get(self):
-        return bound_arqs.get_bound_arqs(mock.Mock(), self.context,
+        return bound_arqs.get_bound_arqs(self.virtapi, self.context,
                                          self.instance, [uuids.a0])
 
     def test_completed_goes_on_to_cyborgs_events(self):
         bind_outcome.offer(_event('completed'))
         self.get()
-        self.wait.assert_called_once()
+        # Cyborg's events were waited for before the word: those that
+        # came meanwhile reached their waiter.
+        self.virtapi.wait_for_instance_event.assert_called_once()
+        self.read.assert_called_once()
         self.assertNotIn(bind_outcome.KEY, self.instance.system_metadata)
 
     def test_failed_aborts_with_the_conductors_reason(self):
@@ -246,7 +253,7 @@ class ComputeWaitsForTheWordTest(test.NoDBTestCase):
             'reason': 'Cyborg answered HTTP 503 to PATCH', 'arqs': uuids.a1}))
         exc = self.assertRaises(exception.AcceleratorRequestBindingFailed,
                                 self.get)
-        self.wait.assert_not_called()
+        self.read.assert_not_called()
         save = self.useFixture(fixtures.MockPatchObject(
             objects.Instance, 'save')).mock
         failure = bound_arqs.build_failure(self.instance, exc)
@@ -261,10 +268,14 @@ class ComputeWaitsForTheWordTest(test.NoDBTestCase):
 
     def test_no_word_times_out(self):
         # (in [DEFAULT] arq_binding_timeout: 1 s here)
-        self.assertRaises(nova_exception.InstanceEventTimeout, self.get)
-        self.wait.assert_not_called()
+        exc = self.assertRaises(bound_arqs.NoWordOnTheBind, self.get)
+        self.read.assert_not_called()
+        # Not a reschedule; the fault says what was waited for.
+        failure = bound_arqs.build_failure(self.instance, exc)
+        self.assertIsInstance(failure, nova_exception.BuildAbortException)
+        self.assertIn('Timed out after 1 seconds', failure.format_message())
 
     def test_unmarked_build_does_not_wait(self):
         self.instance.system_metadata = {}
         self.get()
-        self.wait.assert_called_once()
+        self.read.assert_called_once()
