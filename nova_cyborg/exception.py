@@ -64,6 +64,17 @@ class AcceleratorRequestBindingFailed(
     """
 
 
+class BindFailedBuildAborted(nova_exception.BuildAbortException):
+    """A build cast before its bind answered, whose bind failed: aborted
+    (no reschedule) with the fault the conductor gave such a build when it
+    waited for the bind itself ("Failed to bind accelerator requests:
+    <Cyborg's reason>"), not behind Nova's "Build of instance ...
+    aborted" (the fault is cut at 255 characters, and Cyborg's reason is
+    what the user needs)."""
+
+    msg_fmt = _("%(reason)s")
+
+
 class RevertNotStarted(nova_exception.NovaException):
     """A resize or cold migration's revert stopped before it changed
     anything; it can be asked for again."""

@@ -248,6 +248,8 @@ def build_failure(instance, exc):
                           'with the server: %(err)s',
                           {'arqs': ','.join(left), 'err': e},
                           instance=instance)
+        return exception.BindFailedBuildAborted(
+            reason=exc.format_message(), instance_uuid=instance.uuid)
     if not _reschedules(exc):
         return nova_exception.BuildAbortException(
             reason=build_fault_message(exc), instance_uuid=instance.uuid)

@@ -259,8 +259,10 @@ class ComputeWaitsForTheWordTest(test.NoDBTestCase):
         failure = bound_arqs.build_failure(self.instance, exc)
         # No reschedule: the build ends in ERROR saying why.
         self.assertIsInstance(failure, nova_exception.BuildAbortException)
-        self.assertIn('Cyborg answered HTTP 503 to PATCH',
-                      failure.format_message())
+        # The fault the conductor gave it, not behind "Build of instance".
+        self.assertEqual('Failed to bind accelerator requests: Cyborg '
+                         'answered HTTP 503 to PATCH',
+                         failure.format_message())
         # The ARQ the conductor could not delete goes with the server.
         self.assertEqual({'nova_cyborg_retired_arq_0': uuids.a1},
                          self.instance.system_metadata)
