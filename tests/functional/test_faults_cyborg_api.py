@@ -39,12 +39,11 @@ Cases and outcomes:
   someone else made, so neither nova-compute nor the sweep of deleted
   servers' ARQs touches it.
 * bind unreachable, slow or 5xx, the build cast before the bind answered
-  (the compute waits for the conductor's word on it): ERROR, fault "Build
-  of instance <uuid> aborted: Failure getting accelerator requests: Failed
-  to bind accelerator requests: <reason>" (``PATCH
-  /accelerator_requests``), no reschedule; the conductor deletes the ARQ
-  (when slow, Cyborg had bound it meanwhile) and nova-compute frees the
-  allocation.
+  (the compute waits for the conductor's word on it): ERROR, fault
+  "Failed to bind accelerator requests: <reason>" (``PATCH
+  /accelerator_requests``), as when the conductor waited; no reschedule;
+  the conductor deletes the ARQ (when slow, Cyborg had bound it
+  meanwhile) and nova-compute frees the allocation.
 * bind 5xx, the compute not told (it does not report capability 1.2):
   the conductor fails the build with the reason, as before.
 * bind 5xx, then the conductor's delete of its new ARQ unreachable: ERROR
@@ -626,13 +625,14 @@ class CyborgApiFaultTest(base.AcceleratorTestBase):
     def test_bind_5xx_joined(self):
         # A compute that cannot be told how the bind ended (capability
         # 1.2) gets the build once it answered: the conductor fails it.
-        self.useFixture(cast_order.Joined())
+        order = self.useFixture(cast_order.Joined())
         redirect, _cyborg = self.fault('bind', '5xx')
         with redirect:
             server = self.wait_idle(self.post_server(), 'ERROR')
-        message = self.assert_fault(server,
-                                    'Cyborg answered HTTP 503 to PATCH')
-        self.assertNotIn('Build of instance', message)
+        self.assert_fault(server, 'Failed to bind accelerator requests: '
+                          'Cyborg answered HTTP 503 to PATCH')
+        # The build never reached the compute.
+        self.assertFalse(order.seen('compute waits', server['id']))
         self.wait_clean()
         self.assertEqual({}, self.allocations(server['id']))
         self._delete_server(server)
