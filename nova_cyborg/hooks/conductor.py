@@ -177,8 +177,7 @@ def build_arqs_failed(manager, context, instance, exc, request_spec):
     them: the bind's worker thread saves nothing.
     """
     if isinstance(exc, exception.AcceleratorRequestBindingFailed):
-        conductor.retire(instance, [u for u in exc.arqs
-                                    if isinstance(u, str)])
+        bookkeeping.remember_retired_quietly(instance, exc.arqs)
     manager._set_vm_state_and_notify(
         context, instance.uuid, 'build_instances',
         {'vm_state': vm_states.ERROR, 'task_state': None},

@@ -35,6 +35,10 @@ ARQs are those of whichever holds them now (:func:`arq_owner`).
 
 import uuid
 
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
 DP_EXTRA_SPEC = 'accel:device_profile'
 #: System metadata: ``<prefix><n>`` holds the n-th entry of a list.
 PARKED_PREFIX = 'nova_cyborg_parked_arq_'
@@ -248,6 +252,22 @@ def remember_retired(instance, arq_uuids):
     store(instance, RETIRED_PREFIX,
           retired + [u for u in arq_uuids if u not in retired])
     instance.save()
+
+
+def remember_retired_quietly(instance, arq_uuids):
+    """:func:`remember_retired`, never raising: for ARQs Cyborg could not
+    delete as a build fails, which deleting the server must delete (no
+    longer bound to the instance, they would be out of reach of a delete
+    by instance). A failure is logged; the build's own error stands."""
+    arq_uuids = [u for u in arq_uuids or () if isinstance(u, str)]
+    if not arq_uuids:
+        return
+    try:
+        remember_retired(instance, arq_uuids)
+    except Exception as e:  # noqa: B902 (cleanup must not mask the error)
+        LOG.error('Could not remember ARQs %(arqs)s for deletion with the '
+                  'server: %(err)s', {'arqs': ','.join(arq_uuids), 'err': e},
+                  instance=instance)
 
 
 def early_arqs(build_request):

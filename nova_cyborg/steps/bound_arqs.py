@@ -239,15 +239,7 @@ def build_failure(instance, exc):
     if isinstance(exc, exception.AcceleratorRequestBindingFailed):
         # The conductor's bind failed (a build cast first): the ARQs it
         # could not delete go with the server.
-        left = [u for u in exc.arqs or () if isinstance(u, str)]
-        if left:
-            try:
-                bookkeeping.remember_retired(instance, left)
-            except Exception as e:  # noqa: B902 (the fault says why)
-                LOG.error('Could not remember ARQs %(arqs)s for deletion '
-                          'with the server: %(err)s',
-                          {'arqs': ','.join(left), 'err': e},
-                          instance=instance)
+        bookkeeping.remember_retired_quietly(instance, exc.arqs)
         return exception.BindFailedBuildAborted(
             reason=exc.format_message(), instance_uuid=instance.uuid)
     if not _reschedules(exc):

@@ -120,21 +120,6 @@ def _delete_leftovers(cyclient, instance):
             instance.uuid, owners=bookkeeping.holders(instance))
 
 
-def retire(instance, arq_uuids):
-    """Remember ARQs Cyborg could not delete, so that deleting the server
-    deletes them (nova_cyborg.flows.cleanup.delete): no longer bound to the
-    instance,
-    they would be out of reach of a delete by instance."""
-    if not arq_uuids:
-        return
-    try:
-        bookkeeping.remember_retired(instance, arq_uuids)
-    except Exception as e:  # noqa: B902 (cleanup must not mask the error)
-        LOG.error('Could not remember ARQs %(arqs)s for deletion with the '
-                  'server: %(err)s', {'arqs': ','.join(arq_uuids), 'err': e},
-                  instance=instance)
-
-
 def create_and_bind_arqs(context, instance, hostname, request_spec,
                          requested_networks=None, record=True,
                          free_on_failure=True):
@@ -193,7 +178,7 @@ def create_and_bind_arqs(context, instance, hostname, request_spec,
                   instance=instance)
         left = cyclient.delete_arqs_by_uuid(created)
         if record:
-            retire(instance, left)
+            bookkeeping.remember_retired_quietly(instance, left)
         if free_on_failure:
             free_allocation(context, instance, hostname)
         raise exception.AcceleratorRequestBindingFailed(
